@@ -1,0 +1,159 @@
+"""The two multi-head attention modules the app runs and shows.
+
+* ``MultiHeadAttention``: causal self-attention, Listing 3.5 of "Build a Large Language
+  Model (From Scratch)", section 3.6.2. Parameters are created in the book's order
+  (W_query, W_key, W_value, out_proj), so ``torch.manual_seed(123)`` reproduces the book.
+* ``QKVMultiHeadAttention``: the continuiti library's general module: separate query,
+  key and value inputs, a boolean mask (True = may attend) and a pluggable attention.
+
+Both take ``recorder=`` in ``forward``; ``trace.trace_forward`` passes one to record every
+intermediate from this very code path. Outside tracing it is a no-op.
+
+Axis letters: b batch, t/i query position, s/j key position, h heads, d head_dim.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from . import masks
+from .attention import Attention, ExplicitAttention, Recorder, no_record
+
+
+def _check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_heads(width_name: str, width: int, num_heads: int) -> None:
+    _check_positive_int(width_name, width)
+    _check_positive_int("num_heads", num_heads)
+    if width % num_heads != 0:
+        raise ValueError(
+            f"{width_name}={width} must be divisible by num_heads={num_heads} "
+            f"(nearest valid: {max(num_heads, width // num_heads * num_heads)} or {(width // num_heads + 1) * num_heads})"
+        )
+
+
+def _check_dropout(p) -> None:
+    if not (isinstance(p, (int, float)) and 0.0 <= float(p) < 1.0):
+        raise ValueError(f"dropout must be in [0, 1), got {p!r}")
+
+
+def _check_input(name: str, x: torch.Tensor, width: int) -> None:
+    if not isinstance(x, torch.Tensor) or x.ndim != 3:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must have shape (batch, tokens, {width}), got {shape}")
+    if x.shape[-1] != width:
+        raise ValueError(f"{name} has embedding size {x.shape[-1]}, expected {width}: shape {tuple(x.shape)}")
+
+
+def split_heads(x: torch.Tensor, num_heads: int, name: str, rec: Recorder) -> torch.Tensor:
+    """(b, t, h·d) -> view (b, t, h, d) -> transpose (b, h, t, d), recording both."""
+    b, num_tokens, width = x.shape
+    x = rec(f"{name}_split", x.view(b, num_tokens, num_heads, width // num_heads), f"{name} viewed into heads")  # (b, t, h, d)
+    return rec(f"{name}_heads", x.transpose(1, 2), f"{name} with heads moved before tokens")  # (b, h, t, d)
+
+
+def merge_heads(context: torch.Tensor, rec: Recorder) -> torch.Tensor:
+    """(b, h, t, d) -> transpose (b, t, h, d) -> contiguous view (b, t, h·d), recording both."""
+    b, num_heads, num_tokens, head_dim = context.shape
+    context = rec("context_transposed", context.transpose(1, 2), "per-head context with tokens back in front")  # (b, t, h, d)
+    context = context.contiguous().view(b, num_tokens, num_heads * head_dim)  # (b, t, h·d)
+    return rec("context", context, "heads concatenated, before out_proj")
+
+
+class MultiHeadAttention(nn.Module):
+    """Causal multi-head self-attention, Listing 3.5. ``forward``: (b, t, d_in) -> (b, t, d_out)."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        _check_positive_int("d_in", d_in)
+        _check_heads("d_out", d_out, num_heads)
+        _check_positive_int("context_length", context_length)
+        _check_dropout(dropout)
+        self.d_in = d_in
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.context_length = context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", masks.book_causal_buffer(context_length))  # 1 = blocked, the book's way
+        self.attention = ExplicitAttention()
+
+    def forward(self, x: torch.Tensor, *, recorder: Recorder | None = None, attention: Attention | None = None):
+        """``attention`` swaps the attention step (for example a different softmax scale)."""
+        rec = recorder or no_record
+        _check_input("x", x, self.d_in)
+        b, num_tokens, _ = x.shape
+        if num_tokens > self.context_length:
+            raise ValueError(f"input has {num_tokens} tokens, more than context_length={self.context_length}")
+        rec("x", x, "the input embeddings")
+        queries = rec("queries", self.W_query(x), "queries = W_query(x)")  # (b, t, d_out)
+        keys = rec("keys", self.W_key(x), "keys = W_key(x)")  # (b, t, d_out)
+        values = rec("values", self.W_value(x), "values = W_value(x)")  # (b, t, d_out)
+        queries = split_heads(queries, self.num_heads, "queries", rec)  # (b, h, t, d)
+        keys = split_heads(keys, self.num_heads, "keys", rec)  # (b, h, t, d)
+        values = split_heads(values, self.num_heads, "values", rec)  # (b, h, t, d)
+        allowed = masks.from_blocked(self.mask[:num_tokens, :num_tokens])  # (t, t), True = may attend
+        allowed = rec("mask", allowed, "causal mask as used, sliced to the tokens (True = may attend)")
+        dropout_p = self.dropout.p if self.training else 0.0
+        context = (attention or self.attention)(queries, keys, values, allowed, dropout_p, rec)  # (b, h, t, d)
+        context = merge_heads(context, rec)  # (b, t, d_out)
+        return rec("output", self.out_proj(context), "output = out_proj(context)")  # (b, t, d_out)
+
+
+class QKVMultiHeadAttention(nn.Module):
+    """General multi-head attention after continuiti: (b, i, E), (b, j, E), (b, j, E) -> (b, i, E).
+
+    ``attn_mask``: bool, (b, i, j) or (i, j), True = may attend. Unlike continuiti,
+    ``dropout_p`` is applied to the attention weights in training mode.
+    """
+
+    def __init__(self, hidden_dim, n_heads, attention: Attention | None = None, dropout_p=0.0, bias=True):
+        super().__init__()
+        _check_heads("hidden_dim", hidden_dim, n_heads)
+        _check_dropout(dropout_p)
+        self.hidden_dim = hidden_dim
+        self.n_heads = n_heads
+        self.head_dim = hidden_dim // n_heads
+        self.dropout_p = float(dropout_p)
+        self.bias = bias
+        self.attention = attention if attention is not None else ExplicitAttention()
+        self.query_project = nn.Linear(hidden_dim, hidden_dim, bias=bias)
+        self.key_project = nn.Linear(hidden_dim, hidden_dim, bias=bias)
+        self.value_project = nn.Linear(hidden_dim, hidden_dim, bias=bias)
+        self.out_project = nn.Linear(hidden_dim, hidden_dim, bias=bias)
+
+    def forward(self, query, key, value, attn_mask=None, *, recorder: Recorder | None = None):
+        rec = recorder or no_record
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            _check_input(name, tensor, self.hidden_dim)
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"batch sizes differ: query {query.shape[0]}, key {key.shape[0]}, value {value.shape[0]}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"key has {key.shape[1]} tokens but value has {value.shape[1]}")
+        batch_size, tgt_len, src_len = query.shape[0], query.shape[1], key.shape[1]
+        queries = rec("queries", self.query_project(query), "queries = query_project(query)")  # (b, i, E)
+        keys = rec("keys", self.key_project(key), "keys = key_project(key)")  # (b, j, E)
+        values = rec("values", self.value_project(value), "values = value_project(value)")  # (b, j, E)
+        queries = split_heads(queries, self.n_heads, "queries", rec)  # (b, h, i, d)
+        keys = split_heads(keys, self.n_heads, "keys", rec)  # (b, h, j, d)
+        values = split_heads(values, self.n_heads, "values", rec)  # (b, h, j, d)
+        if attn_mask is not None:
+            masks.check_mask(attn_mask, batch_size, tgt_len, src_len)
+            attn_mask = attn_mask.to(query.device)
+            if attn_mask.ndim == 3:
+                attn_mask = attn_mask.unsqueeze(1)  # (b, 1, i, j): one mask for every head
+            attn_mask = rec("mask", attn_mask, "attention mask as used (True = may attend)")
+        dropout_p = self.dropout_p if self.training else 0.0
+        context = self.attention(queries, keys, values, attn_mask, dropout_p, rec)  # (b, h, i, d)
+        context = merge_heads(context, rec)  # (b, i, E)
+        return rec("output", self.out_project(context), "output = out_project(context)")  # (b, i, E)
