@@ -32,7 +32,8 @@ def _check_heads(width_name: str, width: int, num_heads: int) -> None:
     if width % num_heads != 0:
         raise ValueError(
             f"{width_name}={width} must be divisible by num_heads={num_heads} "
-            f"(nearest valid: {max(num_heads, width // num_heads * num_heads)} or {(width // num_heads + 1) * num_heads})"
+            f"(nearest valid: {max(num_heads, width // num_heads * num_heads)}"
+            f" or {(width // num_heads + 1) * num_heads})"
         )
 
 
@@ -51,15 +52,15 @@ def _check_input(name: str, x: torch.Tensor, width: int) -> None:
 
 def split_heads(x: torch.Tensor, num_heads: int, name: str, rec: Recorder) -> torch.Tensor:
     """(b, t, h·d) -> view (b, t, h, d) -> transpose (b, h, t, d), recording both."""
-    b, num_tokens, width = x.shape
-    x = rec(f"{name}_split", x.view(b, num_tokens, num_heads, width // num_heads), f"{name} viewed into heads")  # (b, t, h, d)
+    b, t, width = x.shape
+    x = rec(f"{name}_split", x.view(b, t, num_heads, width // num_heads), f"{name} split into heads")  # (b, t, h, d)
     return rec(f"{name}_heads", x.transpose(1, 2), f"{name} with heads moved before tokens")  # (b, h, t, d)
 
 
 def merge_heads(context: torch.Tensor, rec: Recorder) -> torch.Tensor:
     """(b, h, t, d) -> transpose (b, t, h, d) -> contiguous view (b, t, h·d), recording both."""
     b, num_heads, num_tokens, head_dim = context.shape
-    context = rec("context_transposed", context.transpose(1, 2), "per-head context with tokens back in front")  # (b, t, h, d)
+    context = rec("context_transposed", context.transpose(1, 2), "tokens back in front of heads")  # (b, t, h, d)
     context = context.contiguous().view(b, num_tokens, num_heads * head_dim)  # (b, t, h·d)
     return rec("context", context, "heads concatenated, before out_proj")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import linecache
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 import numpy as np
 import torch

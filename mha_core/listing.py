@@ -1,0 +1,105 @@
+"""Listing 3.5 of the book, verbatim, and which of its lines produces each traced step.
+
+The app's code views show the book's listing (what a student has in front of them),
+with the line of each step highlighted. Line numbers are 1-based.
+"""
+
+from __future__ import annotations
+
+LISTING_3_5 = '''class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out,
+                 context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        assert (d_out % num_heads == 0), \\
+            "d_out must be divisible by num_heads"
+
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer(
+            "mask",
+            torch.triu(torch.ones(context_length, context_length),
+                       diagonal=1)
+        )
+
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        keys = self.W_key(x)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+
+        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim)
+        values = values.view(b, num_tokens, self.num_heads, self.head_dim)
+        queries = queries.view(
+            b, num_tokens, self.num_heads, self.head_dim
+        )
+
+        keys = keys.transpose(1, 2)
+        queries = queries.transpose(1, 2)
+        values = values.transpose(1, 2)
+
+        attn_scores = queries @ keys.transpose(2, 3)
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]
+
+        attn_scores.masked_fill_(mask_bool, -torch.inf)
+
+        attn_weights = torch.softmax(
+            attn_scores / keys.shape[-1]**0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+
+        context_vec = (attn_weights @ values).transpose(1, 2)
+
+        context_vec = context_vec.contiguous().view(
+            b, num_tokens, self.d_out
+        )
+        context_vec = self.out_proj(context_vec)
+        return context_vec
+'''
+
+LISTING_LINES = LISTING_3_5.splitlines()
+
+
+def _line_of(fragment: str) -> int:
+    """1-based number of the first listing line containing `fragment` (fails loudly at import)."""
+    for number, line in enumerate(LISTING_LINES, start=1):
+        if fragment in line:
+            return number
+    raise LookupError(f"{fragment!r} is not in Listing 3.5")
+
+
+# step name -> the listing line that computes it
+STEP_LINES: dict[str, int] = {
+    "x": _line_of("def forward(self, x)"),
+    "queries": _line_of("queries = self.W_query(x)"),
+    "keys": _line_of("keys = self.W_key(x)"),
+    "values": _line_of("values = self.W_value(x)"),
+    "queries_split": _line_of("queries = queries.view("),
+    "keys_split": _line_of("keys = keys.view("),
+    "values_split": _line_of("values = values.view("),
+    "queries_heads": _line_of("queries = queries.transpose(1, 2)"),
+    "keys_heads": _line_of("keys = keys.transpose(1, 2)"),
+    "values_heads": _line_of("values = values.transpose(1, 2)"),
+    "mask_buffer": _line_of('"mask",'),
+    "mask": _line_of("mask_bool = self.mask.bool()"),
+    "attn_scores": _line_of("attn_scores = queries @ keys.transpose(2, 3)"),
+    "masked_scores": _line_of("attn_scores.masked_fill_("),
+    "scaled_scores": _line_of("attn_scores / keys.shape[-1]**0.5"),
+    "attn_weights": _line_of("attn_weights = torch.softmax("),
+    "attn_weights_dropped": _line_of("attn_weights = self.dropout(attn_weights)"),
+    "dropout_keep": _line_of("attn_weights = self.dropout(attn_weights)"),
+    "context_heads": _line_of("context_vec = (attn_weights @ values)"),
+    "context_transposed": _line_of("context_vec = (attn_weights @ values)"),
+    "context": _line_of("context_vec = context_vec.contiguous().view("),
+    "output": _line_of("context_vec = self.out_proj(context_vec)"),
+}
+
+
+def listing_line(step: str) -> tuple[int, str]:
+    """(line number, line text) of Listing 3.5 for a traced step."""
+    number = STEP_LINES[step]
+    return number, LISTING_LINES[number - 1].strip()

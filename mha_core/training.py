@@ -1,0 +1,616 @@
+"""Train a tiny model built from the real ``MultiHeadAttention`` on a synthetic task, then look inside.
+
+The point is to show trained attention heads, not to build a language model. So the model is as
+small as the tasks allow: token + learned position embeddings, one or two layers of the book's
+``MultiHeadAttention`` with residual connections, and a linear read-out to vocabulary logits. There
+is no MLP and no LayerNorm: what a layer writes into the residual stream is exactly its attention
+output, so the weights shown are what does the work.
+
+Every task states where each scored query position *should* attend (``Task.attend_to``). The
+target is read off that key position, and ``Task.pattern_score`` measures how much weight each head
+puts there. Data is sampled on the fly from a seeded ``torch.Generator``: nothing is downloaded.
+
+Axis letters: b batch, t query position, s key position, h heads, d d_model, v vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .modules import MultiHeadAttention
+from .trace import trace_forward
+
+NOT_SCORED = -1  # attend_to value for a position the task does not score
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+# ---------------------------------------------------------------------------------------------
+
+
+def _most_recent_earlier(match: torch.Tensor) -> torch.Tensor:
+    """(b, t, s) bool "key s matches query t" -> (b, t) latest s < t that matches, else NOT_SCORED."""
+    num_tokens = match.shape[-1]
+    earlier = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=match.device).tril(-1)  # (t, s): s < t
+    match = match & earlier  # (b, t, s)
+    positions = torch.arange(num_tokens, device=match.device)  # (s,)
+    latest = torch.where(match, positions, NOT_SCORED).amax(dim=-1)  # (b, t)
+    return latest
+
+
+def _distinct_tokens(gen: torch.Generator, batch_size: int, length: int, vocab_size: int) -> torch.Tensor:
+    """(b, length) rows of distinct tokens from [0, vocab_size): the first `length` of a random permutation."""
+    return torch.rand(batch_size, vocab_size, generator=gen).argsort(dim=-1)[:, :length]  # (b, length)
+
+
+# previous_token ----------------------------------------------------------------------------
+
+
+def _sample_uniform(gen, batch_size, seq_len, vocab_size):
+    return torch.randint(vocab_size, (batch_size, seq_len), generator=gen)  # (b, T)
+
+
+def _attend_previous(tokens):
+    positions = torch.arange(tokens.shape[-1]).expand_as(tokens)  # (b, T)
+    return torch.where(positions >= 1, positions - 1, NOT_SCORED)
+
+
+def _attend_first(tokens):
+    positions = torch.arange(tokens.shape[-1]).expand_as(tokens)  # (b, T)
+    return torch.where(positions >= 1, 0, NOT_SCORED)
+
+
+# key_value_lookup --------------------------------------------------------------------------
+# Vocabulary layout for n keys (letters) and n values (digits):
+#   [0, n)              value tokens "0".."n-1"  (only ever targets)
+#   [n, n + n·n)        pair tokens  "A=3": key k, value v at id n + k·n + v
+#   [n + n·n, n·(n+2))  query tokens "A?"  : key k at id n + n·n + k
+
+
+def _lookup_size(vocab_size: int) -> int:
+    """Largest n (keys = values = n) whose vocabulary n·(n+2) fits in vocab_size."""
+    return int(math.isqrt(vocab_size + 1)) - 1
+
+
+def _sample_lookup(gen, batch_size, seq_len, vocab_size):
+    n = _lookup_size(vocab_size)
+    num_pairs = seq_len // 2
+    keys = _distinct_tokens(gen, batch_size, num_pairs, n)  # (b, P)
+    values = torch.randint(n, (batch_size, num_pairs), generator=gen)  # (b, P)
+    pairs = n + keys * n + values  # (b, P)
+    asked = torch.randint(num_pairs, (batch_size, seq_len - num_pairs), generator=gen)  # (b, Q): which pair
+    queries = n + n * n + keys.gather(1, asked)  # (b, Q)
+    return torch.cat([pairs, queries], dim=1)  # (b, T)
+
+
+def _lookup_parts(tokens, vocab_size):
+    """Per token: (key or -1, is a pair token, is a query token), each (b, T)."""
+    n = _lookup_size(vocab_size)
+    is_pair = (tokens >= n) & (tokens < n + n * n)
+    is_query = tokens >= n + n * n
+    key = torch.where(is_pair, (tokens - n) // n, torch.where(is_query, tokens - n - n * n, -1))
+    return key, is_pair, is_query
+
+
+def _attend_lookup(tokens, vocab_size):
+    key, is_pair, is_query = _lookup_parts(tokens, vocab_size)
+    match = (key[:, :, None] == key[:, None, :]) & is_query[:, :, None] & is_pair[:, None, :]  # (b, t, s)
+    return _most_recent_earlier(match)
+
+
+def _target_lookup(tokens, attend_to, vocab_size):
+    n = _lookup_size(vocab_size)
+    attended = tokens.gather(1, attend_to.clamp(min=0))  # (b, T): the pair token looked up
+    return (attended - n) % n  # its value part, which is the id of value token "v"
+
+
+def _label_lookup(token, vocab_size):
+    n = _lookup_size(vocab_size)
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if token < n:
+        return str(token)
+    if token < n + n * n:
+        key, value = divmod(token - n, n)
+        return f"{letters[key % 26]}={value}"
+    return f"{letters[(token - n - n * n) % 26]}?"
+
+
+def _check_lookup(vocab_size, seq_len):
+    n = _lookup_size(vocab_size)
+    if seq_len < 2 or n < seq_len // 2:
+        raise ValueError(
+            f"key_value_lookup needs seq_len >= 2 and seq_len // 2 = {seq_len // 2} distinct keys, "
+            f"but vocab_size={vocab_size} holds only {n} keys (n keys need vocab_size >= n·(n+2))"
+        )
+
+
+# induction ---------------------------------------------------------------------------------
+
+
+def _sample_periodic(gen, batch_size, seq_len, vocab_size):
+    """Each row repeats a segment of distinct tokens whose length varies by row, so no fixed offset works."""
+    longest = seq_len // 2
+    shortest = max(2, seq_len // 4)
+    segment = _distinct_tokens(gen, batch_size, longest, vocab_size)  # (b, longest)
+    period = torch.randint(shortest, longest + 1, (batch_size, 1), generator=gen)  # (b, 1)
+    index = torch.arange(seq_len) % period  # (b, T): position within the repeated segment
+    return segment.gather(1, index)  # (b, T)
+
+
+def _attend_induction(tokens):
+    match = tokens[:, :, None] == tokens[:, None, :]  # (b, t, s)
+    previous = _most_recent_earlier(match)  # (b, T)
+    return torch.where(previous >= 0, previous + 1, NOT_SCORED)
+
+
+def _check_induction(vocab_size, seq_len):
+    if seq_len < 4 or vocab_size < seq_len // 2:
+        raise ValueError(
+            f"induction needs seq_len >= 4 and vocab_size >= seq_len // 2 = {seq_len // 2} distinct tokens, "
+            f"got seq_len={seq_len}, vocab_size={vocab_size}"
+        )
+
+
+def _check_any(vocab_size, seq_len):
+    if seq_len < 2:
+        raise ValueError(f"seq_len must be at least 2, got {seq_len}")
+
+
+# the registry --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskDefaults:
+    """The default budget: what ``train`` uses for arguments left as None."""
+
+    num_layers: int
+    vocab_size: int
+    seq_len: int
+    steps: int
+    batch_size: int
+    lr: float
+
+
+class TaskBatch(NamedTuple):
+    """One sampled batch. Unscored positions have attend_to = NOT_SCORED and a meaningless target."""
+
+    tokens: torch.Tensor  # (b, T) long
+    targets: torch.Tensor  # (b, T) long
+    scored: torch.Tensor  # (b, T) bool
+    attend_to: torch.Tensor  # (b, T) long: the key position each scored query should attend to
+
+
+@dataclass(frozen=True)
+class Task:
+    """A synthetic task: how to sample it, where it should attend, and how to read its tokens."""
+
+    name: str
+    description: str
+    defaults: TaskDefaults
+    _sample: Callable = field(repr=False)  # (gen, b, T, vocab) -> tokens (b, T)
+    _attend_to: Callable = field(repr=False)  # (tokens, vocab) -> (b, T)
+    _target: Callable | None = field(default=None, repr=False)  # (tokens, attend_to, vocab) -> (b, T)
+    _label: Callable | None = field(default=None, repr=False)  # (token, vocab) -> str
+    _check: Callable = field(default=_check_any, repr=False)  # (vocab, T) -> None or ValueError
+
+    def check(self, vocab_size: int, seq_len: int) -> None:
+        """Raise ValueError if this task cannot be sampled at this vocabulary size and length."""
+        _check_any(vocab_size, seq_len)
+        self._check(vocab_size, seq_len)
+
+    def attend_to(self, tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+        """(b, T) -> (b, T) key position each query should attend to, NOT_SCORED where none."""
+        return self._attend_to(tokens, vocab_size)
+
+    def batch(self, gen: torch.Generator, batch_size: int, seq_len: int, vocab_size: int) -> TaskBatch:
+        """Sample tokens and derive targets, scored positions and expected keys from them."""
+        tokens = self._sample(gen, batch_size, seq_len, vocab_size)  # (b, T)
+        attend_to = self.attend_to(tokens, vocab_size)  # (b, T)
+        scored = attend_to != NOT_SCORED  # (b, T)
+        if self._target is None:
+            targets = tokens.gather(1, attend_to.clamp(min=0))  # (b, T): copy the attended token
+        else:
+            targets = self._target(tokens, attend_to, vocab_size)
+        return TaskBatch(tokens, targets, scored, attend_to)
+
+    def label(self, token: int, vocab_size: int) -> str:
+        """A short readable name for one token id."""
+        return str(token) if self._label is None else self._label(token, vocab_size)
+
+    def pattern_score(self, weights, tokens, vocab_size: int | None = None) -> np.ndarray:
+        """Mean attention weight each head puts on the expected key, over scored positions.
+
+        weights: (h, T, T) or (b, h, T, T); tokens: (T,) or (b, T). Returns (h,) floats in [0, 1].
+        vocab_size is needed only by key_value_lookup (defaults to the task's default).
+        """
+        weights = torch.as_tensor(np.asarray(weights) if not isinstance(weights, torch.Tensor) else weights)
+        tokens = torch.as_tensor(tokens)
+        if weights.ndim == 3:
+            weights, tokens = weights[None], tokens.reshape(1, -1)  # (1, h, T, T), (1, T)
+        vocab_size = self.defaults.vocab_size if vocab_size is None else vocab_size
+        attend_to = self.attend_to(tokens.cpu(), vocab_size).to(weights.device)  # (b, T)
+        scored = attend_to != NOT_SCORED  # (b, T)
+        index = attend_to.clamp(min=0)[:, None, :, None].expand(-1, weights.shape[1], -1, 1)  # (b, h, T, 1)
+        on_expected = weights.gather(-1, index)[..., 0]  # (b, h, T): weight each query puts on its expected key
+        on_expected = on_expected * scored[:, None, :]  # (b, h, T)
+        num_scored = scored.sum().clamp(min=1)
+        return (on_expected.sum(dim=(0, 2)) / num_scored).double().cpu().numpy()  # (h,)
+
+
+def _ignore_vocab(fn):
+    return lambda tokens, vocab_size: fn(tokens)
+
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        Task(
+            name="previous_token",
+            description="At each position output the token just before it; positions t >= 1 are scored.",
+            defaults=TaskDefaults(num_layers=1, vocab_size=16, seq_len=16, steps=300, batch_size=64, lr=1e-2),
+            _sample=_sample_uniform,
+            _attend_to=_ignore_vocab(_attend_previous),
+        ),
+        Task(
+            name="first_token",
+            description="At each position output the sequence's first token; positions t >= 1 are scored.",
+            defaults=TaskDefaults(num_layers=1, vocab_size=16, seq_len=16, steps=300, batch_size=64, lr=1e-2),
+            _sample=_sample_uniform,
+            _attend_to=_ignore_vocab(_attend_first),
+        ),
+        Task(
+            name="key_value_lookup",
+            description=(
+                "The first half holds pairs like A=3 with distinct keys; at each query like A? in the second "
+                "half output the value paired with that key (content-based: the key position is random)."
+            ),
+            defaults=TaskDefaults(num_layers=1, vocab_size=80, seq_len=12, steps=600, batch_size=64, lr=1e-2),
+            _sample=_sample_lookup,
+            _attend_to=_attend_lookup,
+            _target=_target_lookup,
+            _label=_label_lookup,
+            _check=_check_lookup,
+        ),
+        Task(
+            name="induction",
+            description=(
+                "Each row repeats a random segment of varying length; once it repeats, predict the next token "
+                "by finding the previous occurrence of the current token and copying what followed it."
+            ),
+            defaults=TaskDefaults(num_layers=2, vocab_size=16, seq_len=16, steps=1500, batch_size=64, lr=1e-2),
+            _sample=_sample_periodic,
+            _attend_to=_ignore_vocab(_attend_induction),
+            _check=_check_induction,
+        ),
+    )
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------------------------
+
+
+class TinyAttentionModel(nn.Module):
+    """Embeddings, 1-2 residual layers of the real ``MultiHeadAttention``, a linear read-out.
+
+    ``forward``: tokens (b, T) -> logits (b, T, vocab_size).
+    """
+
+    def __init__(self, vocab_size: int, context_length: int, d_model: int, num_heads: int, num_layers: int):
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(context_length, d_model)
+        self.layers = nn.ModuleList(
+            MultiHeadAttention(d_model, d_model, context_length, dropout=0.0, num_heads=num_heads)
+            for _ in range(num_layers)
+        )
+        self.readout = nn.Linear(d_model, vocab_size)
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(b, T) -> (b, T, d): token plus position embedding, the first layer's input."""
+        positions = torch.arange(tokens.shape[-1], device=tokens.device)  # (T,)
+        return self.token_embedding(tokens) + self.position_embedding(positions)  # (b, T, d)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)  # (b, T, d)
+        for layer in self.layers:
+            x = x + layer(x)  # (b, T, d): each layer adds its attention output to the residual stream
+        return self.readout(x)  # (b, T, v)
+
+    @torch.no_grad()
+    def layer_inputs(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """What each layer's attention module receives, (b, T, d) per layer."""
+        inputs = [self.embed(tokens)]
+        for layer in self.layers[:-1]:
+            inputs.append(inputs[-1] + layer(inputs[-1]))
+        return inputs
+
+    @torch.no_grad()
+    def attention_weights(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """Softmax weights (b, h, T, T) per layer, traced from each real module on its actual input."""
+        weights = []
+        x = self.embed(tokens)  # (b, T, d)
+        for layer in self.layers:
+            trace = trace_forward(layer, x)
+            weights.append(trace.steps["attn_weights"])  # (b, h, T, T)
+            x = x + trace.output  # (b, T, d)
+        return weights
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+HELDOUT_SIZE = 512  # held-out sequences for the final accuracy and head scores
+NUM_LOG_POINTS = 100  # history keeps about this many points; progress is called at each
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run: hashable, so usable as a cache key."""
+
+    task: str
+    num_heads: int = 2
+    num_layers: int = 1
+    d_model: int = 32
+    vocab_size: int = 16
+    seq_len: int = 16  # also the model's context_length
+    steps: int = 300
+    batch_size: int = 64
+    lr: float = 1e-2  # Adam learning rate
+    seed: int = 0  # training data from seed 2·seed, held-out data from 2·seed + 1, init from seed
+    device: str = "cpu"
+
+
+@dataclass
+class TrainHistory:
+    """Training-batch loss and accuracy at the logged steps (1-based step numbers)."""
+
+    steps: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+
+
+class Inspection(NamedTuple):
+    """One held-out example, run through the trained model."""
+
+    tokens: np.ndarray  # (T,) token ids
+    labels: list[str]  # (T,) readable tokens
+    targets: np.ndarray  # (T,) target ids (meaningless where not scored)
+    predictions: np.ndarray  # (T,) argmax of the logits
+    scored: np.ndarray  # (T,) bool
+    attend_to: np.ndarray  # (T,) expected key per query, NOT_SCORED where none
+    weights: list[np.ndarray]  # per layer (h, T, T) attention weights of the real module
+    scores: np.ndarray  # (num_layers, h) pattern score of each head on this example
+
+
+class ExplorerInput(NamedTuple):
+    """A trained layer's real module and what it receives on the held-out example."""
+
+    module: MultiHeadAttention
+    x: torch.Tensor  # (1, T, d_model)
+    labels: list[str]  # (T,)
+
+
+@dataclass(frozen=True, eq=False)
+class TrainResult:
+    """A finished (or stopped) run. Picklable; tensors are on the CPU."""
+
+    config: TrainConfig
+    state_dict: dict[str, torch.Tensor]
+    history: TrainHistory
+    steps_run: int
+    stopped_early: bool
+    heldout_accuracy: float  # on HELDOUT_SIZE fresh sequences from the held-out generator
+    head_scores: np.ndarray  # (num_layers, h) pattern score per head over the held-out sequences
+    example_tokens: np.ndarray  # (T,) the first held-out sequence, shown by inspect() and explorer_module()
+    seconds: float  # wall time of the training loop and evaluation
+
+    @property
+    def task(self) -> Task:
+        return TASKS[self.config.task]
+
+    def best_head(self) -> tuple[int, int, float]:
+        """(layer, head, score) of the head that best follows the task's pattern on held-out data."""
+        layer, head = np.unravel_index(int(np.argmax(self.head_scores)), self.head_scores.shape)
+        return int(layer), int(head), float(self.head_scores[layer, head])
+
+    def labels(self, tokens=None) -> list[str]:
+        tokens = self.example_tokens if tokens is None else np.asarray(tokens)
+        return [self.task.label(int(token), self.config.vocab_size) for token in tokens]
+
+    def inspect(self, tokens=None) -> Inspection:
+        """Run the trained model on the held-out example (or given tokens (T,)) and collect what to show."""
+        tokens = torch.as_tensor(self.example_tokens if tokens is None else np.asarray(tokens)).reshape(1, -1)  # (1, T)
+        model = load_model(self)
+        task, vocab_size = self.task, self.config.vocab_size
+        attend_to = task.attend_to(tokens, vocab_size)  # (1, T)
+        scored = attend_to != NOT_SCORED  # (1, T)
+        if task._target is None:
+            targets = tokens.gather(1, attend_to.clamp(min=0))  # (1, T)
+        else:
+            targets = task._target(tokens, attend_to, vocab_size)  # (1, T)
+        with torch.no_grad():
+            predictions = model(tokens).argmax(dim=-1)  # (1, T)
+        weights = [w[0].numpy() for w in model.attention_weights(tokens)]  # per layer (h, T, T)
+        scores = np.stack([task.pattern_score(w, tokens[0], vocab_size) for w in weights])  # (layers, h)
+        return Inspection(
+            tokens=tokens[0].numpy(),
+            labels=self.labels(tokens[0].numpy()),
+            targets=targets[0].numpy(),
+            predictions=predictions[0].numpy(),
+            scored=scored[0].numpy(),
+            attend_to=attend_to[0].numpy(),
+            weights=weights,
+            scores=scores,
+        )
+
+
+def build_model(config: TrainConfig) -> TinyAttentionModel:
+    """A freshly initialised model for this config (initialisation uses the global RNG)."""
+    return TinyAttentionModel(config.vocab_size, config.seq_len, config.d_model, config.num_heads, config.num_layers)
+
+
+def load_model(result: TrainResult) -> TinyAttentionModel:
+    """The trained model, rebuilt from the result's state dict, on the CPU in eval mode."""
+    model = build_model(result.config)
+    model.load_state_dict(result.state_dict)
+    return model.eval()
+
+
+def explorer_module(result: TrainResult, layer: int = 0) -> ExplorerInput:
+    """Layer ``layer``'s real attention module with trained weights, its input on the held-out example, labels."""
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < result.config.num_layers:
+        raise ValueError(f"layer must be in [0, {result.config.num_layers}), got {layer!r}")
+    model = load_model(result)
+    tokens = torch.as_tensor(result.example_tokens).reshape(1, -1)  # (1, T)
+    x = model.layer_inputs(tokens)[layer]  # (1, T, d)
+    return ExplorerInput(model.layers[layer], x, result.labels())
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def make_config(task_name: str, **overrides) -> TrainConfig:
+    """The config ``train`` would run: task defaults filled in where an override is None, then validated."""
+    if task_name not in TASKS:
+        raise ValueError(f"unknown task {task_name!r}; choose one of {sorted(TASKS)}")
+    defaults = asdict(TASKS[task_name].defaults)
+    values = {name: (defaults.get(name) if value is None else value) for name, value in overrides.items()}
+    for name, value in defaults.items():
+        values.setdefault(name, value)
+    config = TrainConfig(task=task_name, **values)
+    _check_config(config)
+    return config
+
+
+def _check_config(config: TrainConfig) -> None:
+    """Raise ValueError naming the offending numbers."""
+    if config.num_layers not in (1, 2):
+        raise ValueError(f"num_layers must be 1 or 2, got {config.num_layers!r}")
+    _check_int("steps", config.steps, 1)
+    _check_int("num_heads", config.num_heads, 1)
+    _check_int("d_model", config.d_model, 1)
+    if config.d_model % config.num_heads != 0:
+        raise ValueError(f"d_model={config.d_model} must be divisible by num_heads={config.num_heads}")
+    _check_int("batch_size", config.batch_size, 1)
+    _check_int("vocab_size", config.vocab_size, 2)
+    _check_int("seq_len", config.seq_len, 2)
+    _check_int("seed", config.seed, 0)
+    if isinstance(config.lr, bool) or not isinstance(config.lr, (int, float)) or not 0 < config.lr < 1:
+        raise ValueError(f"lr must be a number in (0, 1), got {config.lr!r}")
+    TASKS[config.task].check(config.vocab_size, config.seq_len)
+    try:
+        torch.device(config.device)
+    except RuntimeError as error:
+        raise ValueError(f"device {config.device!r} is not a torch device: {error}") from None
+
+
+def _scored_loss_and_accuracy(logits: torch.Tensor, batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy and accuracy over the scored positions only."""
+    scored_logits = logits[batch.scored]  # (n, v)
+    scored_targets = batch.targets[batch.scored]  # (n,)
+    loss = F.cross_entropy(scored_logits, scored_targets)
+    accuracy = (scored_logits.argmax(dim=-1) == scored_targets).float().mean()
+    return loss, accuracy
+
+
+def _to(batch: TaskBatch, device: torch.device) -> TaskBatch:
+    return TaskBatch(*(tensor.to(device) for tensor in batch))
+
+
+def train(
+    task_name: str,
+    *,
+    num_heads: int = 2,
+    num_layers: int | None = None,
+    d_model: int = 32,
+    vocab_size: int | None = None,
+    seq_len: int | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: Callable[[int, int, float, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> TrainResult:
+    """Train a fresh model on a task; arguments left as None take the task's defaults.
+
+    Deterministic for a given config: the data comes from seeded generators and the
+    initialisation from ``torch.manual_seed(seed)`` inside ``fork_rng``, so the caller's
+    global RNG state is untouched. ``progress(step, total, loss, accuracy)`` is called about
+    NUM_LOG_POINTS times; ``should_stop()`` is polled every step and ends training early.
+    """
+    config = make_config(
+        task_name, num_heads=num_heads, num_layers=num_layers, d_model=d_model, vocab_size=vocab_size,
+        seq_len=seq_len, steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=device,
+    )
+    return run(config, progress=progress, should_stop=should_stop)
+
+
+def run(config: TrainConfig, *, progress=None, should_stop=None) -> TrainResult:
+    """Train on an already validated config (see ``train`` and ``make_config``)."""
+    import time
+
+    start = time.perf_counter()
+    task = TASKS[config.task]
+    device = torch.device(config.device)
+    fork_devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=fork_devices):
+        torch.manual_seed(config.seed)
+        model = build_model(config).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    train_gen = torch.Generator().manual_seed(2 * config.seed)
+    log_every = max(1, config.steps // NUM_LOG_POINTS)
+    history = TrainHistory()
+    steps_run, stopped_early = 0, False
+    model.train()
+    for step in range(1, config.steps + 1):
+        if should_stop is not None and should_stop():
+            stopped_early = True
+            break
+        batch = _to(task.batch(train_gen, config.batch_size, config.seq_len, config.vocab_size), device)
+        loss, accuracy = _scored_loss_and_accuracy(model(batch.tokens), batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        steps_run = step
+        if step % log_every == 0 or step == config.steps:
+            history.steps.append(step)
+            history.loss.append(loss.item())
+            history.accuracy.append(accuracy.item())
+            if progress is not None:
+                progress(step, config.steps, history.loss[-1], history.accuracy[-1])
+
+    model = model.cpu().eval()
+    heldout = task.batch(
+        torch.Generator().manual_seed(2 * config.seed + 1), HELDOUT_SIZE, config.seq_len, config.vocab_size
+    )
+    with torch.no_grad():
+        _, heldout_accuracy = _scored_loss_and_accuracy(model(heldout.tokens), heldout)
+    head_scores = np.stack(
+        [task.pattern_score(w, heldout.tokens, config.vocab_size) for w in model.attention_weights(heldout.tokens)]
+    )  # (layers, h)
+    return TrainResult(
+        config=config,
+        state_dict={name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()},
+        history=history,
+        steps_run=steps_run,
+        stopped_early=stopped_early,
+        heldout_accuracy=float(heldout_accuracy),
+        head_scores=head_scores,
+        example_tokens=heldout.tokens[0].numpy(),
+        seconds=time.perf_counter() - start,
+    )
