@@ -71,7 +71,8 @@ class ExplicitAttention:
         attn_weights = torch.softmax(scaled_scores, dim=-1)  # (b, h, i, j)
         if attn_mask is not None:
             empty_rows = rec("fully_masked_rows", fully_masked_rows(attn_mask), "query rows with every key masked")
-            attn_weights = attn_weights.masked_fill(empty_rows[..., None], 0.0)  # NaN rows -> 0, as the fused kernel
+            if empty_rows.any():  # skip a full pass over the weights when no row is empty (the causal case)
+                attn_weights = attn_weights.masked_fill(empty_rows[..., None], 0.0)  # NaN rows -> 0, as fused
         attn_weights = rec("attn_weights", attn_weights, "softmax of the scaled masked scores, before dropout")
         if dropout_p > 0.0:
             dropped_weights = F.dropout(attn_weights, dropout_p, training=True)

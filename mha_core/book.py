@@ -71,3 +71,24 @@ def from_wrapper(wrapper: MultiHeadAttentionWrapper, context_length: int) -> Mul
         module.out_proj.weight.copy_(torch.eye(d_out))
         module.out_proj.bias.zero_()
     return module
+
+
+# Listing 3.5's printed output for each batch row (section 3.6.2), as the book prints it.
+PRINTED_OUTPUT = (
+    (0.3190, 0.4858), (0.2943, 0.3897), (0.2856, 0.3593),
+    (0.2693, 0.3873), (0.2639, 0.3928), (0.2575, 0.4028),
+)
+
+
+def printed(values) -> list:
+    """Values as torch prints them, to 4 decimals, as nested lists of strings."""
+    if isinstance(values, torch.Tensor):
+        values = values.tolist()
+    if isinstance(values, (list, tuple)):
+        return [printed(v) for v in values]
+    return f"{values:.4f}"
+
+
+def matches_printed_output(output: torch.Tensor) -> bool:
+    """True when a (6, 2) output prints exactly as the book's Listing 3.5 output."""
+    return tuple(output.shape) == (6, 2) and printed(output) == printed(PRINTED_OUTPUT)

@@ -2,7 +2,7 @@
 
 import torch
 
-from mha_core.book import CausalAttention, MultiHeadAttentionWrapper, from_wrapper
+from mha_core.book import CausalAttention, MultiHeadAttentionWrapper, from_wrapper, matches_printed_output, printed
 from mha_core.heads import separate_heads
 from mha_core.inputs import batch_of, book_tokens
 from mha_core.modules import MultiHeadAttention
@@ -23,15 +23,6 @@ def book_batch():
     return batch_of(x, 2), labels
 
 
-def printed(values):
-    """The values as the book prints them: 4 decimals (works on tensors and on lists)."""
-    if isinstance(values, torch.Tensor):
-        values = values.tolist()
-    if isinstance(values, list):
-        return [printed(v) for v in values]
-    return f"{values:.4f}"
-
-
 def test_book_input_is_the_six_words():
     x, labels = book_batch()
     assert labels == ["Your", "journey", "starts", "with", "one", "step"]
@@ -47,6 +38,8 @@ def test_listing_3_5_prints_the_books_output():
     assert output.shape == (2, 6, 2)
     assert printed(output[0]) == printed(MHA_PRINTED)
     assert printed(output[1]) == printed(MHA_PRINTED)
+    assert matches_printed_output(output[0])
+    assert not matches_printed_output(output[0] + 1e-4)
 
 
 def test_causal_attention_prints_the_books_output():

@@ -1,0 +1,214 @@
+"""Streamlit glue shared by every page: settings in the sidebar, the URL as state, caches.
+
+Canonical settings live in ``st.session_state["settings"]`` (a frozen ``Settings``), so
+they survive page switches, where Streamlit drops the state of widgets not on the page.
+Widgets are keyed ``w_<name>``; their ``on_change`` callback reconciles the whole set and
+writes any correction back into the widgets before the rerun draws them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from mha_core import devices, runs
+from mha_core.runs import INPUT_KINDS
+
+from . import settings as cfg
+from .settings import FIELD_NAMES, Settings
+
+INPUT_LABELS = {"book": "The book's six words", "random": "Seeded random embeddings", "text": "A sentence you type"}
+UI_KEYS = ("presenter",)  # preferences kept in the URL beside the settings
+
+
+# --- URL <-> settings ----------------------------------------------------------------------------------------------
+
+def _query_dict() -> dict[str, list[str]]:
+    return {key: st.query_params.get_all(key) for key in st.query_params.keys()}  # noqa: SIM118
+
+
+def current_settings() -> Settings:
+    """The session's settings: from the URL on first load (or when the URL changes), else as kept."""
+    state = st.session_state
+    url_settings = {k: v for k, v in _query_dict().items() if k in FIELD_NAMES}
+    last_written = state.get("_written_query")
+    if "settings" not in state:
+        state.settings, state.notices = cfg.parse_query(url_settings)
+        _load_widgets(state.settings)
+    elif url_settings and last_written is not None and url_settings != {k: [v] for k, v in last_written.items()}:
+        state.settings, state.notices = cfg.parse_query(url_settings, base=state.settings)
+        _load_widgets(state.settings)
+    return state.settings
+
+
+def sync_url(settings: Settings, **page_params: object) -> None:
+    """Mirror the settings (and a page's own parameters) into the query string."""
+    query = cfg.to_query(settings)
+    st.session_state["_written_query"] = query
+    query.update({k: str(v) for k, v in page_params.items()})
+    if st.session_state.get("_presenter"):
+        query["presenter"] = "true"
+    current = {k: v[-1] if v else "" for k, v in _query_dict().items()}
+    if current != query:
+        st.query_params.from_dict(query)
+
+
+def url_int(name: str, default: int, low: int, high: int) -> int:
+    """A page's own integer parameter from the URL, clamped, with a notice when it was bad."""
+    raw = st.query_params.get(name)
+    if raw is None:
+        return default
+    raw = raw.strip()
+    if not raw.lstrip("+-").isdigit() or len(raw) > 12:
+        notice(f"{name}={cfg.quote(raw)} is not a whole number; using {default}.")
+        return default
+    value = int(raw)
+    if not low <= value <= high:
+        clamped = min(max(value, low), high)
+        notice(f"{name}={cfg.quote(raw)} is outside {low}–{high}; using {clamped}.")
+        return clamped
+    return value
+
+
+def url_choice(name: str, default: str, choices: list[str] | tuple[str, ...]) -> str:
+    """A page's own choice parameter from the URL, replaced by the default when unknown."""
+    raw = st.query_params.get(name)
+    if raw is None:
+        return default
+    if raw in choices:
+        return raw
+    notice(f"{name}={cfg.quote(raw)} is not one of {', '.join(choices)}; using {default}.")
+    return default
+
+
+def notice(message: str) -> None:
+    """Queue a one-line notice for ``show_notices`` (deduplicated)."""
+    notices = st.session_state.setdefault("notices", [])
+    if message not in notices:
+        notices.append(message)
+
+
+def show_notices() -> None:
+    """Show and clear the queued notices. Their user text is quoted (see settings.quote)."""
+    for message in st.session_state.get("notices", []):
+        st.warning(message, icon="⚠️")
+    st.session_state["notices"] = []
+
+
+# --- widgets ---------------------------------------------------------------------------------------------------------
+
+def _widget_values(settings: Settings) -> dict[str, object]:
+    values = {name: getattr(settings, name) for name in FIELD_NAMES if name != "d_out"}
+    values["head_dim"] = settings.head_dim
+    return values
+
+
+def _load_widgets(settings: Settings) -> None:
+    for name, value in _widget_values(settings).items():
+        st.session_state[f"w_{name}"] = value
+
+
+def _on_widget_change() -> None:
+    """Reconcile after any widget moves; write corrections back into the widgets."""
+    state = st.session_state
+    values = {name: state.get(f"w_{name}", getattr(state.settings, name)) for name in FIELD_NAMES if name != "d_out"}
+    head_dim = state.get("w_head_dim", state.settings.head_dim)
+    raw = replace(state.settings, **values, d_out=values["num_heads"] * head_dim)
+    state.settings, new_notices = cfg.reconcile(raw)
+    state.notices = new_notices
+    _load_widgets(state.settings)
+
+
+def settings_sidebar() -> Settings:
+    """Draw the settings in the sidebar and return them, reconciled and mirrored in the URL."""
+    settings = current_settings()
+    state = st.session_state
+    for name, value in _widget_values(settings).items():
+        state.setdefault(f"w_{name}", value)
+    common = {"on_change": _on_widget_change}
+    sb = st.sidebar
+    sb.header("Settings")
+    sb.slider("num_heads", 1, cfg.MAX_HEADS, key="w_num_heads", help="Number of attention heads.", **common)
+    sb.slider("head_dim", 1, cfg.MAX_HEAD_DIM, key="w_head_dim",
+              help="Features per head; d_out = num_heads × head_dim, so it is always divisible.", **common)
+    sb.caption(f"d_out = {settings.num_heads} × {settings.head_dim} = **{settings.d_out}**")
+    sb.number_input("d_in", 1, cfg.MAX_D_IN, key="w_d_in", help="Embedding size of each input token.", **common)
+    sb.slider("num_tokens", 1, cfg.MAX_TOKENS, key="w_num_tokens", help="Sequence length.", **common)
+    sb.number_input("context_length", 1, cfg.MAX_CONTEXT, key="w_context_length",
+                    help="Size of the causal mask buffer; at least num_tokens.", **common)
+    sb.slider("batch_size", 1, cfg.MAX_BATCH, key="w_batch_size", **common)
+    sb.selectbox("input", INPUT_KINDS, format_func=INPUT_LABELS.get, key="w_input", **common)
+    if settings.input == "text":
+        sb.text_input("text", key="w_text", max_chars=cfg.MAX_TEXT_CHARS, **common)
+    sb.slider("dropout", 0.0, cfg.MAX_DROPOUT, step=0.05, key="w_dropout", **common)
+    sb.toggle("train mode (dropout active)", key="w_train", **common)
+    sb.toggle("qkv_bias", key="w_qkv_bias", **common)
+    sb.number_input("seed", 0, cfg.MAX_SEED, key="w_seed", help="torch.manual_seed before building.", **common)
+    sb.selectbox("device", devices.available_devices(), key="w_device", **common)
+    sb.selectbox("dtype", devices.available_dtypes(settings.device), key="w_dtype", **common)
+    settings = state.settings
+    return settings
+
+
+def presenter_toggle() -> bool:
+    """Presenter mode: large type and no clutter, for a projector. Kept in the URL."""
+    state = st.session_state
+    if "_presenter" not in state:  # a non-widget copy survives page switches
+        state._presenter = st.query_params.get("presenter", "").lower() in ("1", "true", "yes", "on")
+    state.setdefault("w_presenter", state._presenter)
+    presenter = st.sidebar.toggle("Presenter mode", key="w_presenter", help="Large type for a projector.",
+                                  on_change=lambda: state.update(_presenter=state.w_presenter))
+    if presenter:
+        st.markdown(PRESENTER_CSS, unsafe_allow_html=True)  # a constant: nothing from the user
+    return presenter
+
+
+PRESENTER_CSS = """
+<style>
+  html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+  [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem; }
+  [data-testid="stCaptionContainer"] { font-size: 1.1rem; }
+  h1 { font-size: 3rem !important; } h2 { font-size: 2.3rem !important; } h3 { font-size: 1.9rem !important; }
+  [data-testid="stToolbar"], [data-testid="stDecoration"], footer { display: none; }
+  .block-container { padding-top: 1.5rem; max-width: 100%; }
+</style>
+"""
+
+
+# --- caches: keyed on settings, never on arrays ----------------------------------------------------------------------
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def cached_module(spec: runs.ModuleSpec):
+    """One module per settings, shared read-only by every session (never mutate it)."""
+    return runs.build_module(spec)
+
+
+@st.cache_data(max_entries=16, ttl=3600, show_spinner="Running the module…")
+def cached_view(settings: Settings, batch_index: int, enlarge: int | None, presenter: bool):
+    """The explorer's figures for one setting: keyed on settings, never on arrays; the trace is dropped."""
+    from . import panels
+
+    return panels.build_view(cached_module(settings.module_spec()), settings,
+                             batch_index=batch_index, enlarge=enlarge, presenter=presenter)
+
+
+def npz_download(settings: Settings):
+    """A callable for st.download_button: the whole trace as .npz, computed only on click."""
+
+    def make() -> bytes:
+        module = runs.build_module(settings.module_spec())
+        x, labels = runs.build_input(settings.input_spec())
+        return runs.trace_npz(runs.run_trace(module, x, train=settings.train, seed=settings.seed), labels)
+
+    return make
+
+
+def show_figure(panel, presenter: bool = False) -> None:
+    """A panel: its heading, the figure (PNG download named after it), and its caption."""
+    from . import figures
+
+    st.markdown(f"**{panel.title}**")
+    st.plotly_chart(panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure),
+                    key=f"chart_{panel.key}")
+    st.caption(panel.caption)

@@ -1,0 +1,201 @@
+"""What the explorer shows, composed from one trace: figures with captions. No streamlit.
+
+Every panel's numbers come from the module's own trace (``mha_core.trace``); nothing is
+recomputed here. Captions give the tensor's full shape and the line of Listing 3.5 that
+produced it, so a student can match each picture to the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from mha_core import book, masks, runs
+from mha_core.listing import listing_line
+from mha_core.trace import Trace
+
+from . import figures
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str  # a stable name: the step, or a step and a view of it
+    title: str
+    caption: str  # markdown: shape and Listing 3.5 line
+    figure: go.Figure = field(repr=False)
+
+
+def shape_text(shape) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ")"
+
+
+def caption(trace: Trace, step: str, axes: str, note: str = "") -> str:
+    """`step` · shape (b, h, T, T) = (2, 2, 6, 6) · Listing 3.5 line 38: `code`."""
+    number, code = listing_line(step)
+    shape = shape_text(trace.info[step].shape) if step in trace.info else ""
+    text = f"`{step}` · shape {axes} = {shape} · Listing 3.5, line {number}: `{code}`"
+    return f"{text} · {note}" if note else text
+
+
+def _head_names(h: int) -> list[str]:
+    return [f"head {k}" for k in range(h)]
+
+
+def attention_panels(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool,
+                     mask_buffer: torch.Tensor | None, dropout_shown: bool) -> list[Panel]:
+    """Per-head matrices, side by side on one colour scale per kind: scores, masks, weights."""
+    b = batch_index
+    scores = trace.numpy("attn_scores")[b]  # (h, T, T)
+    h = scores.shape[0]
+    names = _head_names(h)
+    where = f"batch element {b}"
+    panels = [
+        Panel("attn_scores", "Raw scores Q Kᵀ, per head",
+              caption(trace, "attn_scores", "(b, h, T, T)", where),
+              figures.heads_heatmap(scores, labels, labels, title=f"attn_scores = Q Kᵀ · {where}", kind="scores",
+                                    head_names=names, presenter=presenter)),
+    ]
+    if mask_buffer is not None:
+        allowed_buffer = masks.from_blocked(mask_buffer).cpu().numpy()  # the book stores 1 = blocked
+        n = allowed_buffer.shape[0]
+        panels.append(Panel(
+            "mask_buffer", "The causal mask buffer (context_length × context_length)",
+            f"`mask` buffer · shape (context_length, context_length) = ({n}, {n}) · Listing 3.5, line "
+            f"{listing_line('mask_buffer')[0]}: `torch.triu(torch.ones(context_length, context_length), "
+            "diagonal=1)` · drawn as may-attend (the book stores 1 = blocked)",
+            figures.heads_heatmap(allowed_buffer[None], None, None, title="mask buffer (may attend)",
+                                  kind="mask", head_names=["buffer"], presenter=presenter,
+                                  row_title="query position", col_title="key position")))
+    panels.append(Panel(
+        "mask", "The mask as used: the buffer sliced to the tokens",
+        caption(trace, "mask", "(T, T)", "True = may attend"),
+        figures.heads_heatmap(trace.numpy("mask")[None], labels, labels, title="mask[:T, :T] (may attend)",
+                              kind="mask", head_names=["slice used"], presenter=presenter)))
+    panels.append(Panel(
+        "masked_scores", "Masked scores: −∞ where a key is in the future",
+        caption(trace, "masked_scores", "(b, h, T, T)", where),
+        figures.heads_heatmap(trace.numpy("masked_scores")[b], labels, labels,
+                              title=f"masked_scores · {where}", kind="scores", head_names=names,
+                              presenter=presenter)))
+    panels.append(Panel(
+        "attn_weights", "Attention weights: softmax of the scaled masked scores",
+        caption(trace, "attn_weights", "(b, h, T, T)", f"{where} · each row sums to 1"),
+        figures.heads_heatmap(trace.numpy("attn_weights")[b], labels, labels,
+                              title=f"attn_weights · {where}", kind="weights", head_names=names,
+                              presenter=presenter)))
+    if dropout_shown:
+        dropped = trace.numpy("attn_weights_dropped")[b]
+        panels.append(Panel(
+            "attn_weights_dropped", "Weights after dropout (train mode)",
+            caption(trace, "attn_weights_dropped", "(b, h, T, T)", f"{where} · survivors scaled by 1/(1−p)"),
+            figures.heads_heatmap(dropped, labels, labels, title=f"attn_weights after dropout · {where}",
+                                  kind="weights", head_names=names, zmin=0.0,
+                                  zmax=max(1.0, float(np.nanmax(dropped))), presenter=presenter)))
+    return panels
+
+
+def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, head: int, presenter: bool) -> Panel:
+    weights = trace.numpy("attn_weights")[batch_index, head : head + 1]  # (1, T, T)
+    return Panel(
+        "enlarged_head", f"Head {head}, enlarged",
+        caption(trace, "attn_weights", "(b, h, T, T)", f"batch element {batch_index}, head {head}"),
+        figures.heads_heatmap(weights, labels, labels, title=f"attn_weights · head {head}", kind="weights",
+                              head_names=[f"head {head}"], presenter=presenter))
+
+
+def reshape_panels(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool,
+                   out_proj_weight: np.ndarray) -> list[Panel]:
+    """Q, K, V banded by head, the view and transpose, the context back, out_proj and the output."""
+    b = batch_index
+    h, T, head_dim = trace.info["queries_heads"].shape[1:]
+    d_out = h * head_dim
+    features = [str(c) for c in range(d_out)]
+    panels = []
+    for step, letter in (("queries", "Q"), ("keys", "K"), ("values", "V")):
+        panels.append(Panel(
+            step, f"{letter} = W_{step[:-1] if step != 'queries' else 'query'}(x), columns banded by head",
+            caption(trace, step, "(b, T, d_out)", f"batch element {b}"),
+            figures.matrix_heatmap(trace.numpy(step)[b], labels, features, title=f"{step} ({letter}) · batch {b}",
+                                   column_groups=h, presenter=presenter)))
+    queries = trace.numpy("queries")[b]  # (T, d_out)
+    for stage, step, axes in (("flat", "queries", "(b, T, d_out)"), ("view", "queries_split", "(b, T, h, head_dim)"),
+                              ("transpose", "queries_heads", "(b, h, T, head_dim)")):
+        panels.append(Panel(
+            f"reshape_{stage}", f"Q {stage}: which numbers move where",
+            caption(trace, step, axes, f"batch element {b}"),
+            figures.reshape_figure(T, h, head_dim, token_labels=labels, stage=stage, values=queries,
+                                   title=f"{step} {axes}", presenter=presenter)))
+    dim_labels = [str(d) for d in range(head_dim)]
+    panels.append(Panel(
+        "context_heads", "Per-head context: weights @ values",
+        caption(trace, "context_heads", "(b, h, T, head_dim)", f"batch element {b}"),
+        figures.heads_heatmap(trace.numpy("context_heads")[b], labels, dim_labels,
+                              title=f"context per head · batch {b}", kind="values", head_names=_head_names(h),
+                              presenter=presenter, col_title="dim")))
+    panels.append(Panel(
+        "context_transposed", "Transpose back: tokens in front of heads",
+        caption(trace, "context_transposed", "(b, T, h, head_dim)", "the same numbers, heads now inside each row"),
+        figures.reshape_figure(T, h, head_dim, token_labels=labels, stage="view",
+                               values=trace.numpy("context")[b], title="context_transposed (b, T, h, head_dim)",
+                               presenter=presenter)))
+    panels.append(Panel(
+        "context", "Heads concatenated (before out_proj)",
+        caption(trace, "context", "(b, T, d_out)", "contiguous().view joins the heads side by side"),
+        figures.matrix_heatmap(trace.numpy("context")[b], labels, features, title=f"context · batch {b}",
+                               column_groups=h, presenter=presenter)))
+    panels.append(Panel(
+        "out_proj", "out_proj weights",
+        f"`out_proj.weight` · shape (d_out, d_out) = ({d_out}, {d_out}) · Listing 3.5, line "
+        f"{listing_line('output')[0]}: `self.out_proj = nn.Linear(d_out, d_out)` · output = context @ Wᵀ + bias",
+        figures.matrix_heatmap(out_proj_weight, features, features, title="out_proj.weight",
+                               presenter=presenter, row_title="output feature", col_title="context feature")))
+    panels.append(Panel(
+        "output", "Final output",
+        caption(trace, "output", "(b, T, d_out)", f"batch element {b}"),
+        figures.matrix_heatmap(trace.numpy("output")[b], labels, features, title=f"output · batch {b}",
+                               presenter=presenter)))
+    return panels
+
+
+@dataclass(frozen=True)
+class ExplorerView:
+    """Everything the explorer page draws for one set of settings: small, so it can be cached."""
+
+    labels: list[str]
+    attention: list[Panel]
+    reshapes: list[Panel]
+    enlarged: Panel | None
+    output: np.ndarray | None  # (T, d_out) of the chosen batch element, when small enough to print
+    matches_book: bool  # the output prints exactly as Listing 3.5's printed output
+    figure_bytes: int  # JSON bytes of every figure, as sent to the browser
+
+
+PRINT_LIMIT = 64 * 16  # T × d_out cells shown as numbers
+
+
+def build_view(module, settings, *, batch_index: int, enlarge: int | None, presenter: bool) -> ExplorerView:
+    """Run the module once on the settings' input and compose every panel from that one trace."""
+    x, labels = runs.build_input(settings.input_spec())
+    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+    dropout_shown = settings.train and settings.dropout > 0
+    attention = attention_panels(trace, labels, batch_index=batch_index, presenter=presenter,
+                                 mask_buffer=module.mask, dropout_shown=dropout_shown)
+    reshapes = reshape_panels(trace, labels, batch_index=batch_index, presenter=presenter,
+                              out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy())
+    enlarged = None
+    if enlarge is not None:
+        enlarged = enlarged_head_panel(trace, labels, batch_index=batch_index, head=enlarge, presenter=presenter)
+    output = trace.numpy("output")[batch_index]  # (T, d_out)
+    every = attention + reshapes + ([enlarged] if enlarged else [])
+    return ExplorerView(
+        labels=labels,
+        attention=attention,
+        reshapes=reshapes,
+        enlarged=enlarged,
+        output=output if output.size <= PRINT_LIMIT else None,
+        matches_book=book.matches_printed_output(trace.output[batch_index].float().cpu()),
+        figure_bytes=sum(figures.figure_nbytes(panel.figure) for panel in every),
+    )

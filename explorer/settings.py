@@ -1,0 +1,235 @@
+"""The explorer's settings: defaults, ranges, URL parsing and reconciliation. No streamlit.
+
+The URL is the state: every setting lives in the query string under its own name. Values
+read from a URL are untrusted, so each one is parsed strictly, clamped or replaced, and
+explained in a notice. Notices quote user text only through ``quote``, which cannot render
+as HTML or markdown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+
+from mha_core import devices
+from mha_core.inputs import BOOK_TEXT, tokenize
+from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
+
+MAX_HEADS = 16
+MAX_HEAD_DIM = 64
+MAX_D_IN = 1024
+MAX_TOKENS = 1024
+MAX_CONTEXT = 2048
+MAX_BATCH = 8
+MAX_DROPOUT = 0.9
+MAX_SEED = 2**31 - 1
+MAX_TEXT_CHARS = 2000
+# b·h·T² attention cells per kind of matrix: 16 heads × 1024² tokens with batch 1 fits, bigger does not.
+MAX_ATTENTION_CELLS = MAX_HEADS * MAX_TOKENS * MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that determines what the explorer computes. Defaults are the book's example."""
+
+    num_heads: int = 2
+    d_in: int = 3
+    d_out: int = 2
+    num_tokens: int = 6
+    context_length: int = 6
+    batch_size: int = 2
+    dropout: float = 0.0
+    train: bool = False  # dropout is active only in train mode
+    qkv_bias: bool = False
+    seed: int = 123
+    input: str = "book"  # book | random | text
+    text: str = BOOK_TEXT
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_out // self.num_heads
+
+    def module_spec(self) -> ModuleSpec:
+        return ModuleSpec(self.d_in, self.d_out, self.context_length, self.dropout, self.num_heads,
+                          self.qkv_bias, self.seed, self.device, self.dtype)
+
+    def input_spec(self) -> InputSpec:
+        return InputSpec(self.input, self.num_tokens, self.d_in, self.batch_size, self.seed, self.text)
+
+    def is_book_example(self) -> bool:
+        """True when the output must equal the book's printed numbers (any batch size or device)."""
+        book = replace(DEFAULTS, device=self.device, dtype=self.dtype, batch_size=self.batch_size)
+        return replace(self, train=False) == book and self.dtype in ("float32", "float64")
+
+
+DEFAULTS = Settings()
+FIELD_NAMES = tuple(f.name for f in fields(Settings))
+
+# inclusive ranges of the integer settings (d_out is checked through head_dim)
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "num_heads": (1, MAX_HEADS),
+    "d_in": (1, MAX_D_IN),
+    "d_out": (1, MAX_HEADS * MAX_HEAD_DIM),
+    "num_tokens": (1, MAX_TOKENS),
+    "context_length": (1, MAX_CONTEXT),
+    "batch_size": (1, MAX_BATCH),
+    "seed": (0, MAX_SEED),
+}
+_INT_PATTERN = re.compile(r"[+-]?\d{1,30}")
+_FLOAT_PATTERN = re.compile(r"[+-]?(\d{1,20}(\.\d{0,20})?|\.\d{1,20})([eE][+-]?\d{1,4})?")
+KNOWN_DEVICES = ("cpu", "cuda", "mps")
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def quote(value: object, limit: int = 40) -> str:
+    """User text made safe to show in a notice: a code span, truncated, no backticks or newlines."""
+    text = str(value)
+    text = text if len(text) <= limit else text[:limit] + "…"
+    text = re.sub(r"[`\r\n\t]", " ", text)
+    return f"`{text}`" if text.strip() else "`(empty)`"
+
+
+def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
+    low, high = INT_RANGES[name]
+    if not _INT_PATTERN.fullmatch(raw.strip()):
+        notices.append(f"{name}={quote(raw)} is not a whole number; using {getattr(DEFAULTS, name)}.")
+        return None
+    value = int(raw.strip())
+    if not low <= value <= high:
+        clamped = min(max(value, low), high)
+        notices.append(f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}.")
+        return clamped
+    return value
+
+
+def _parse_float(name: str, raw: str, low: float, high: float, notices: list[str]) -> float | None:
+    if not _FLOAT_PATTERN.fullmatch(raw.strip()):
+        notices.append(f"{name}={quote(raw)} is not a number; using {getattr(DEFAULTS, name)}.")
+        return None
+    value = float(raw.strip())
+    if not math.isfinite(value):
+        notices.append(f"{name}={quote(raw)} is not a finite number; using {getattr(DEFAULTS, name)}.")
+        return None
+    if not low <= value <= high:
+        clamped = min(max(value, low), high)
+        notices.append(f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}.")
+        return clamped
+    return round(value, 2)
+
+
+def _parse_bool(name: str, raw: str, notices: list[str]) -> bool | None:
+    word = raw.strip().lower()
+    if word in _TRUE | _FALSE:
+        return word in _TRUE
+    notices.append(f"{name}={quote(raw)} is not true/false; using {getattr(DEFAULTS, name)}.")
+    return None
+
+
+def _parse_choice(name: str, raw: str, choices: tuple[str, ...] | list[str], notices: list[str]) -> str | None:
+    if raw in choices:
+        return raw
+    fallback = getattr(DEFAULTS, name)
+    notices.append(f"{name}={quote(raw)} is not one of {', '.join(choices)}; using {fallback}.")
+    return None
+
+
+def parse_query(params: Mapping[str, object], base: Settings = DEFAULTS) -> tuple[Settings, list[str]]:
+    """Settings from query parameters (str or list of str values), over ``base``, with notices.
+
+    Unknown keys are ignored (pages keep their own keys in the same query string). A key
+    given several times uses its last value. Then ``reconcile`` makes the whole consistent.
+    """
+    notices: list[str] = []
+    values: dict[str, object] = {}
+    for name in FIELD_NAMES:
+        if name not in params:
+            continue
+        raw = params[name]
+        if isinstance(raw, (list, tuple)):
+            raw = raw[-1] if raw else ""
+        raw = str(raw)
+        if name in INT_RANGES:
+            parsed = _parse_int(name, raw, notices)
+        elif name == "dropout":
+            parsed = _parse_float(name, raw, 0.0, MAX_DROPOUT, notices)
+        elif name in ("train", "qkv_bias"):
+            parsed = _parse_bool(name, raw, notices)
+        elif name == "input":
+            parsed = _parse_choice(name, raw, INPUT_KINDS, notices)
+        elif name == "device":
+            parsed = _parse_choice(name, raw, KNOWN_DEVICES, notices)  # absent ones fall back in reconcile
+        elif name == "dtype":
+            parsed = _parse_choice(name, raw, list(devices.DTYPES), notices)
+        else:  # text
+            parsed = raw
+        if parsed is not None:
+            values[name] = parsed
+    settings, more = reconcile(replace(base, **values))
+    return settings, notices + more
+
+
+def nearest_multiple(value: int, step: int) -> int:
+    """The multiple of step nearest to value, at least step."""
+    return max(step, round(value / step) * step)
+
+
+def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
+    """Make conflicting settings consistent, with a one-line notice for each change."""
+    notices: list[str] = []
+    s = settings
+    if s.d_out % s.num_heads:
+        fixed = min(nearest_multiple(s.d_out, s.num_heads), s.num_heads * MAX_HEAD_DIM)
+        notices.append(f"d_out={s.d_out} is not divisible by num_heads={s.num_heads}; using d_out={fixed}.")
+        s = replace(s, d_out=fixed)
+    if s.head_dim > MAX_HEAD_DIM:
+        fixed = s.num_heads * MAX_HEAD_DIM
+        notices.append(f"head_dim={s.head_dim} is above {MAX_HEAD_DIM}; using d_out={fixed}.")
+        s = replace(s, d_out=fixed)
+    if len(s.text) > MAX_TEXT_CHARS:
+        notices.append(f"The sentence is {len(s.text)} characters long; keeping the first {MAX_TEXT_CHARS}.")
+        s = replace(s, text=s.text[:MAX_TEXT_CHARS])
+    if s.input == "text" and not tokenize(s.text):
+        notices.append("The sentence has no words; using the book's sentence.")
+        s = replace(s, text=BOOK_TEXT)
+    if s.input == "book" and s.d_in != 3:
+        notices.append(f"The book's embeddings are 3-dimensional; with d_in={s.d_in} its six words are embedded "
+                       "from their text instead.")
+        s = replace(s, input="text", text=BOOK_TEXT)
+    available = {"book": 6, "text": len(tokenize(s.text)), "random": s.num_tokens}[s.input]
+    if s.num_tokens > available:
+        notices.append(f"The input has {available} tokens; tokens {available}–{s.num_tokens - 1} are seeded "
+                       "random embeddings.")
+    elif s.input == "text" and s.num_tokens < available:
+        notices.append(f"The sentence has {available} tokens; showing the first {s.num_tokens}.")
+    if s.context_length < s.num_tokens:
+        notices.append(f"context_length={s.context_length} is below num_tokens={s.num_tokens}; "
+                       f"raised to {s.num_tokens}.")
+        s = replace(s, context_length=s.num_tokens)
+    if s.device not in devices.available_devices():
+        notices.append(f"Device {quote(s.device)} is not available here; using cpu.")
+        s = replace(s, device="cpu")
+    if s.dtype not in devices.available_dtypes(s.device):
+        notices.append(f"dtype {s.dtype} is not offered on {s.device}; using float32.")
+        s = replace(s, dtype="float32")
+    cells = s.batch_size * s.num_heads * s.num_tokens**2
+    if cells > MAX_ATTENTION_CELLS:
+        fitting = max(1, MAX_ATTENTION_CELLS // (s.num_heads * s.num_tokens**2))
+        notices.append(f"batch_size={s.batch_size} × {s.num_heads} heads × {s.num_tokens}² tokens is over the "
+                       f"memory budget of {MAX_ATTENTION_CELLS:,} attention cells; using batch_size={fitting}.")
+        s = replace(s, batch_size=fitting)
+    return s, notices
+
+
+def to_query(settings: Settings) -> dict[str, str]:
+    """Every setting as a query-string value; ``parse_query(to_query(s))`` gives back s."""
+    query = {}
+    for name, value in asdict(settings).items():
+        if isinstance(value, bool):
+            query[name] = "true" if value else "false"
+        else:
+            query[name] = str(value)
+    return query

@@ -1,0 +1,97 @@
+"""Settings in, module and trace out: what every page runs, with no UI in it.
+
+A module is fully determined by its settings (the seed included), which is what lets the
+app cache modules by settings and share them between sessions read-only.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import devices, inputs
+from .modules import MultiHeadAttention
+from .trace import Trace, trace_forward
+
+INPUT_KINDS = ("book", "random", "text")
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    d_in: int = 3
+    d_out: int = 2
+    context_length: int = 6
+    dropout: float = 0.0
+    num_heads: int = 2
+    qkv_bias: bool = False
+    seed: int = 123  # torch.manual_seed(seed) right before construction, as the book does
+    device: str = "cpu"
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    kind: str = "book"  # one of INPUT_KINDS
+    num_tokens: int = 6
+    d_in: int = 3
+    batch_size: int = 2
+    seed: int = 123
+    text: str = inputs.BOOK_TEXT
+
+
+def build_module(spec: ModuleSpec) -> MultiHeadAttention:
+    """A fresh eval-mode module, seeded without disturbing the caller's global RNG."""
+    device, dtype = devices.resolve(spec.device, spec.dtype)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        module = MultiHeadAttention(
+            spec.d_in, spec.d_out, spec.context_length, spec.dropout, spec.num_heads, qkv_bias=spec.qkv_bias
+        )
+    return module.to(device=device, dtype=dtype).eval()
+
+
+def build_input(spec: InputSpec) -> tuple[torch.Tensor, list[str]]:
+    """(x (batch, num_tokens, d_in) float32 on CPU, token labels).
+
+    A short input is extended with seeded random embeddings (labelled t6, t7, ...);
+    a long one is cut to num_tokens.
+    """
+    if spec.kind == "book":
+        if spec.d_in != 3:
+            raise ValueError(f"the book's embeddings are 3-dimensional, not d_in={spec.d_in}")
+        x, labels = inputs.book_tokens()
+    elif spec.kind == "text":
+        x, labels = inputs.sentence_embeddings(spec.text, spec.d_in, spec.seed)
+    elif spec.kind == "random":
+        x, labels = inputs.random_embeddings(spec.num_tokens, spec.d_in, spec.seed)
+    else:
+        raise ValueError(f"input kind must be one of {INPUT_KINDS}, got {spec.kind!r}")
+    x, labels = inputs.extend(x, labels, spec.num_tokens, spec.seed)
+    return inputs.batch_of(x, spec.batch_size), labels
+
+
+def run_trace(module: MultiHeadAttention, x: torch.Tensor, *, train: bool = False, seed: int = 0, **kwargs) -> Trace:
+    """Trace the module on x, moved to the module's device and dtype.
+
+    In train mode (dropout active) a private copy is switched to training, so a module
+    shared between sessions is never mutated, and the dropout draw is seeded.
+    """
+    weight = module.W_query.weight
+    x = x.to(device=weight.device, dtype=weight.dtype)
+    if not train:
+        return trace_forward(module, x, **kwargs)
+    training_copy = copy.deepcopy(module).train()
+    with torch.random.fork_rng(devices=[weight.device] if weight.device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        return trace_forward(training_copy, x, **kwargs)
+
+
+def trace_npz(trace: Trace, labels: list[str]) -> bytes:
+    """The trace as a compressed .npz: every step under its name, plus the token labels."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, tokens=np.array(labels), **trace.to_npz_dict())
+    return buffer.getvalue()
