@@ -10,14 +10,28 @@ Every task states where each scored query position *should* attend (``Task.atten
 target is read off that key position, and ``Task.pattern_score`` measures how much weight each head
 puts there. Data is sampled on the fly from a seeded ``torch.Generator``: nothing is downloaded.
 
+* ``previous_token``: output token t-1 (position-based; one layer).
+* ``first_token``: output token 0 (position-based; one layer).
+* ``key_value_lookup``: pairs "A=3" with distinct keys, then queries "A?"; output the value of the
+  pair whose key matches (content-based; one layer, because each pair is a single token).
+* ``induction``: a segment of distinct tokens repeated; in the repeat, output the token that followed
+  the current token's previous occurrence (two layers: a previous-token head feeds an induction head).
+
+Typical use: ``result = train("previous_token")``, then ``result.inspect()`` for weights and
+scores on a held-out example, and ``explorer_module(result)`` for the trained layer itself.
+
 Axis letters: b batch, t query position, s key position, h heads, d d_model, v vocabulary.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -42,8 +56,7 @@ def _most_recent_earlier(match: torch.Tensor) -> torch.Tensor:
     earlier = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=match.device).tril(-1)  # (t, s): s < t
     match = match & earlier  # (b, t, s)
     positions = torch.arange(num_tokens, device=match.device)  # (s,)
-    latest = torch.where(match, positions, NOT_SCORED).amax(dim=-1)  # (b, t)
-    return latest
+    return torch.where(match, positions, NOT_SCORED).amax(dim=-1)  # (b, t)
 
 
 def _distinct_tokens(gen: torch.Generator, batch_size: int, length: int, vocab_size: int) -> torch.Tensor:
@@ -81,12 +94,13 @@ def _lookup_size(vocab_size: int) -> int:
 
 
 def _sample_lookup(gen, batch_size, seq_len, vocab_size):
+    """P = ceil(T / 2) pairs with distinct keys, then Q = T - P queries asking distinct keys among them."""
     n = _lookup_size(vocab_size)
-    num_pairs = seq_len // 2
+    num_pairs = (seq_len + 1) // 2
     keys = _distinct_tokens(gen, batch_size, num_pairs, n)  # (b, P)
     values = torch.randint(n, (batch_size, num_pairs), generator=gen)  # (b, P)
     pairs = n + keys * n + values  # (b, P)
-    asked = torch.randint(num_pairs, (batch_size, seq_len - num_pairs), generator=gen)  # (b, Q): which pair
+    asked = _distinct_tokens(gen, batch_size, seq_len - num_pairs, num_pairs)  # (b, Q): which pair each query asks
     queries = n + n * n + keys.gather(1, asked)  # (b, Q)
     return torch.cat([pairs, queries], dim=1)  # (b, T)
 
@@ -125,9 +139,10 @@ def _label_lookup(token, vocab_size):
 
 def _check_lookup(vocab_size, seq_len):
     n = _lookup_size(vocab_size)
-    if seq_len < 2 or n < seq_len // 2:
+    num_pairs = (seq_len + 1) // 2
+    if seq_len < 2 or n < num_pairs:
         raise ValueError(
-            f"key_value_lookup needs seq_len >= 2 and seq_len // 2 = {seq_len // 2} distinct keys, "
+            f"key_value_lookup needs seq_len >= 2 and (seq_len + 1) // 2 = {num_pairs} distinct keys, "
             f"but vocab_size={vocab_size} holds only {n} keys (n keys need vocab_size >= n·(n+2))"
         )
 
@@ -135,14 +150,18 @@ def _check_lookup(vocab_size, seq_len):
 # induction ---------------------------------------------------------------------------------
 
 
-def _sample_periodic(gen, batch_size, seq_len, vocab_size):
-    """Each row repeats a segment of distinct tokens whose length varies by row, so no fixed offset works."""
-    longest = seq_len // 2
-    shortest = max(2, seq_len // 4)
-    segment = _distinct_tokens(gen, batch_size, longest, vocab_size)  # (b, longest)
-    period = torch.randint(shortest, longest + 1, (batch_size, 1), generator=gen)  # (b, 1)
-    index = torch.arange(seq_len) % period  # (b, T): position within the repeated segment
-    return segment.gather(1, index)  # (b, T)
+def _sample_repeated_segment(gen, batch_size, seq_len, vocab_size):
+    """Rows of distinct tokens: prefix (T - 2p), segment (p), the same segment again.
+
+    The segment length p varies by row, in [T // 4, T // 2], so no fixed positional offset
+    finds the earlier copy; the model has to match content. All tokens before the repeat are
+    distinct, so every repeated token has exactly one earlier occurrence.
+    """
+    segment_len = torch.randint(max(2, seq_len // 4), seq_len // 2 + 1, (batch_size, 1), generator=gen)  # (b, 1)
+    distinct = _distinct_tokens(gen, batch_size, seq_len, vocab_size)  # (b, T); only the first T - p are used
+    positions = torch.arange(seq_len)  # (T,)
+    source = torch.where(positions < seq_len - segment_len, positions, positions - segment_len)  # (b, T)
+    return distinct.gather(1, source)  # (b, T)
 
 
 def _attend_induction(tokens):
@@ -152,9 +171,9 @@ def _attend_induction(tokens):
 
 
 def _check_induction(vocab_size, seq_len):
-    if seq_len < 4 or vocab_size < seq_len // 2:
+    if seq_len < 4 or vocab_size < seq_len:
         raise ValueError(
-            f"induction needs seq_len >= 4 and vocab_size >= seq_len // 2 = {seq_len // 2} distinct tokens, "
+            f"induction needs seq_len >= 4 and vocab_size >= seq_len (tokens before the repeat are distinct), "
             f"got seq_len={seq_len}, vocab_size={vocab_size}"
         )
 
@@ -190,62 +209,65 @@ class TaskBatch(NamedTuple):
 
 @dataclass(frozen=True)
 class Task:
-    """A synthetic task: how to sample it, where it should attend, and how to read its tokens."""
+    """A synthetic task: how to sample it, where each query should attend, what it must output."""
 
     name: str
-    description: str
+    description: str  # one sentence, for the page
     defaults: TaskDefaults
-    _sample: Callable = field(repr=False)  # (gen, b, T, vocab) -> tokens (b, T)
-    _attend_to: Callable = field(repr=False)  # (tokens, vocab) -> (b, T)
-    _target: Callable | None = field(default=None, repr=False)  # (tokens, attend_to, vocab) -> (b, T)
-    _label: Callable | None = field(default=None, repr=False)  # (token, vocab) -> str
-    _check: Callable = field(default=_check_any, repr=False)  # (vocab, T) -> None or ValueError
+    sample_tokens: Callable = field(repr=False)  # (gen, b, T, vocab_size) -> tokens (b, T)
+    find_key: Callable = field(repr=False)  # (tokens (b, T), vocab_size) -> expected key (b, T) or NOT_SCORED
+    read_target: Callable | None = field(default=None, repr=False)  # (tokens, key, vocab_size) -> (b, T); None: copy
+    token_label: Callable | None = field(default=None, repr=False)  # (token id, vocab_size) -> str; None: the id
+    check_sizes: Callable = field(default=_check_any, repr=False)  # (vocab_size, T) -> None, or ValueError
 
     def check(self, vocab_size: int, seq_len: int) -> None:
         """Raise ValueError if this task cannot be sampled at this vocabulary size and length."""
         _check_any(vocab_size, seq_len)
-        self._check(vocab_size, seq_len)
+        self.check_sizes(vocab_size, seq_len)
 
     def attend_to(self, tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
-        """(b, T) -> (b, T) key position each query should attend to, NOT_SCORED where none."""
-        return self._attend_to(tokens, vocab_size)
+        """(b, T) -> (b, T): the key position each query should attend to, NOT_SCORED where none."""
+        return self.find_key(tokens, vocab_size)
+
+    def targets(self, tokens: torch.Tensor, attend_to: torch.Tensor, vocab_size: int) -> torch.Tensor:
+        """(b, T) target ids, read off the expected key (meaningless where NOT_SCORED)."""
+        if self.read_target is None:
+            return tokens.gather(-1, attend_to.clamp(min=0))  # (b, T): copy the attended token
+        return self.read_target(tokens, attend_to, vocab_size)
 
     def batch(self, gen: torch.Generator, batch_size: int, seq_len: int, vocab_size: int) -> TaskBatch:
-        """Sample tokens and derive targets, scored positions and expected keys from them."""
-        tokens = self._sample(gen, batch_size, seq_len, vocab_size)  # (b, T)
+        """Sample tokens and derive expected keys, scored positions and targets from them."""
+        tokens = self.sample_tokens(gen, batch_size, seq_len, vocab_size)  # (b, T)
         attend_to = self.attend_to(tokens, vocab_size)  # (b, T)
-        scored = attend_to != NOT_SCORED  # (b, T)
-        if self._target is None:
-            targets = tokens.gather(1, attend_to.clamp(min=0))  # (b, T): copy the attended token
-        else:
-            targets = self._target(tokens, attend_to, vocab_size)
-        return TaskBatch(tokens, targets, scored, attend_to)
+        targets = self.targets(tokens, attend_to, vocab_size)  # (b, T)
+        return TaskBatch(tokens, targets, attend_to != NOT_SCORED, attend_to)
 
     def label(self, token: int, vocab_size: int) -> str:
         """A short readable name for one token id."""
-        return str(token) if self._label is None else self._label(token, vocab_size)
+        return str(token) if self.token_label is None else self.token_label(token, vocab_size)
 
     def pattern_score(self, weights, tokens, vocab_size: int | None = None) -> np.ndarray:
-        """Mean attention weight each head puts on the expected key, over scored positions.
+        """Mean attention weight each head puts on the expected key, over the scored query positions.
 
-        weights: (h, T, T) or (b, h, T, T); tokens: (T,) or (b, T). Returns (h,) floats in [0, 1].
-        vocab_size is needed only by key_value_lookup (defaults to the task's default).
+        weights: (h, T, T) or (b, h, T, T), tensor or array; tokens: (T,) or (b, T).
+        Returns (h,) floats in [0, 1]. vocab_size matters only for key_value_lookup
+        (default: the task's default vocab_size).
         """
-        weights = torch.as_tensor(np.asarray(weights) if not isinstance(weights, torch.Tensor) else weights)
-        tokens = torch.as_tensor(tokens)
+        weights = torch.as_tensor(weights)
+        tokens = torch.as_tensor(tokens).cpu()
         if weights.ndim == 3:
             weights, tokens = weights[None], tokens.reshape(1, -1)  # (1, h, T, T), (1, T)
         vocab_size = self.defaults.vocab_size if vocab_size is None else vocab_size
-        attend_to = self.attend_to(tokens.cpu(), vocab_size).to(weights.device)  # (b, T)
+        attend_to = self.attend_to(tokens, vocab_size).to(weights.device)  # (b, T)
         scored = attend_to != NOT_SCORED  # (b, T)
         index = attend_to.clamp(min=0)[:, None, :, None].expand(-1, weights.shape[1], -1, 1)  # (b, h, T, 1)
         on_expected = weights.gather(-1, index)[..., 0]  # (b, h, T): weight each query puts on its expected key
-        on_expected = on_expected * scored[:, None, :]  # (b, h, T)
-        num_scored = scored.sum().clamp(min=1)
-        return (on_expected.sum(dim=(0, 2)) / num_scored).double().cpu().numpy()  # (h,)
+        on_expected = on_expected * scored[:, None, :]  # (b, h, T): zero where not scored
+        return (on_expected.sum(dim=(0, 2)) / scored.sum().clamp(min=1)).double().cpu().numpy()  # (h,)
 
 
 def _ignore_vocab(fn):
+    """Adapt a (tokens) -> keys function to the (tokens, vocab_size) signature tasks share."""
     return lambda tokens, vocab_size: fn(tokens)
 
 
@@ -255,16 +277,16 @@ TASKS: dict[str, Task] = {
         Task(
             name="previous_token",
             description="At each position output the token just before it; positions t >= 1 are scored.",
-            defaults=TaskDefaults(num_layers=1, vocab_size=16, seq_len=16, steps=300, batch_size=64, lr=1e-2),
-            _sample=_sample_uniform,
-            _attend_to=_ignore_vocab(_attend_previous),
+            defaults=TaskDefaults(num_layers=1, vocab_size=16, seq_len=16, steps=200, batch_size=64, lr=1e-2),
+            sample_tokens=_sample_uniform,
+            find_key=_ignore_vocab(_attend_previous),
         ),
         Task(
             name="first_token",
             description="At each position output the sequence's first token; positions t >= 1 are scored.",
-            defaults=TaskDefaults(num_layers=1, vocab_size=16, seq_len=16, steps=300, batch_size=64, lr=1e-2),
-            _sample=_sample_uniform,
-            _attend_to=_ignore_vocab(_attend_first),
+            defaults=TaskDefaults(num_layers=1, vocab_size=16, seq_len=16, steps=200, batch_size=64, lr=1e-2),
+            sample_tokens=_sample_uniform,
+            find_key=_ignore_vocab(_attend_first),
         ),
         Task(
             name="key_value_lookup",
@@ -272,23 +294,23 @@ TASKS: dict[str, Task] = {
                 "The first half holds pairs like A=3 with distinct keys; at each query like A? in the second "
                 "half output the value paired with that key (content-based: the key position is random)."
             ),
-            defaults=TaskDefaults(num_layers=1, vocab_size=80, seq_len=12, steps=600, batch_size=64, lr=1e-2),
-            _sample=_sample_lookup,
-            _attend_to=_attend_lookup,
-            _target=_target_lookup,
-            _label=_label_lookup,
-            _check=_check_lookup,
+            defaults=TaskDefaults(num_layers=1, vocab_size=80, seq_len=12, steps=400, batch_size=64, lr=1e-2),
+            sample_tokens=_sample_lookup,
+            find_key=_attend_lookup,
+            read_target=_target_lookup,
+            token_label=_label_lookup,
+            check_sizes=_check_lookup,
         ),
         Task(
             name="induction",
             description=(
-                "Each row repeats a random segment of varying length; once it repeats, predict the next token "
-                "by finding the previous occurrence of the current token and copying what followed it."
+                "Distinct random tokens end with a segment of varying length repeated; in the repeat, predict the "
+                "next token by finding the current token's previous occurrence and copying what followed it."
             ),
-            defaults=TaskDefaults(num_layers=2, vocab_size=16, seq_len=16, steps=1500, batch_size=64, lr=1e-2),
-            _sample=_sample_periodic,
-            _attend_to=_ignore_vocab(_attend_induction),
-            _check=_check_induction,
+            defaults=TaskDefaults(num_layers=2, vocab_size=16, seq_len=16, steps=400, batch_size=64, lr=1e-2),
+            sample_tokens=_sample_repeated_segment,
+            find_key=_ignore_vocab(_attend_induction),
+            check_sizes=_check_induction,
         ),
     )
 }
@@ -358,17 +380,17 @@ NUM_LOG_POINTS = 100  # history keeps about this many points; progress is called
 class TrainConfig:
     """Everything that determines a training run: hashable, so usable as a cache key."""
 
-    task: str
-    num_heads: int = 2
-    num_layers: int = 1
-    d_model: int = 32
-    vocab_size: int = 16
-    seq_len: int = 16  # also the model's context_length
-    steps: int = 300
-    batch_size: int = 64
-    lr: float = 1e-2  # Adam learning rate
-    seed: int = 0  # training data from seed 2·seed, held-out data from 2·seed + 1, init from seed
-    device: str = "cpu"
+    task: str  # a key of TASKS
+    num_heads: int
+    num_layers: int  # 1 or 2 residual attention layers
+    d_model: int  # embedding width = d_in = d_out of every attention layer
+    vocab_size: int  # rows of the embedding table = logits per position
+    seq_len: int  # tokens per sequence, also the model's context_length
+    steps: int  # optimizer steps, one fresh batch each
+    batch_size: int
+    lr: float  # Adam's peak learning rate, decayed to 0 on a cosine
+    seed: int  # init from torch.manual_seed(seed); training data from 2·seed, held-out data from 2·seed + 1
+    device: str  # where training runs; the result is always on the CPU
 
 
 @dataclass
@@ -425,6 +447,7 @@ class TrainResult:
         return int(layer), int(head), float(self.head_scores[layer, head])
 
     def labels(self, tokens=None) -> list[str]:
+        """Readable labels of the held-out example (or of the given token ids)."""
         tokens = self.example_tokens if tokens is None else np.asarray(tokens)
         return [self.task.label(int(token), self.config.vocab_size) for token in tokens]
 
@@ -435,10 +458,7 @@ class TrainResult:
         task, vocab_size = self.task, self.config.vocab_size
         attend_to = task.attend_to(tokens, vocab_size)  # (1, T)
         scored = attend_to != NOT_SCORED  # (1, T)
-        if task._target is None:
-            targets = tokens.gather(1, attend_to.clamp(min=0))  # (1, T)
-        else:
-            targets = task._target(tokens, attend_to, vocab_size)  # (1, T)
+        targets = task.targets(tokens, attend_to, vocab_size)  # (1, T)
         with torch.no_grad():
             predictions = model(tokens).argmax(dim=-1)  # (1, T)
         weights = [w[0].numpy() for w in model.attention_weights(tokens)]  # per layer (h, T, T)
@@ -477,44 +497,77 @@ def explorer_module(result: TrainResult, layer: int = 0) -> ExplorerInput:
     return ExplorerInput(model.layers[layer], x, result.labels())
 
 
-def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+def _as_int(name: str, value, minimum: int) -> int:
+    """A plain int (numpy integers from widgets are fine), or ValueError naming the number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
-def make_config(task_name: str, **overrides) -> TrainConfig:
-    """The config ``train`` would run: task defaults filled in where an override is None, then validated."""
+def make_config(
+    task_name: str,
+    *,
+    num_heads: int = 2,
+    num_layers: int | None = None,
+    d_model: int = 32,
+    vocab_size: int | None = None,
+    seq_len: int | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+) -> TrainConfig:
+    """The validated config ``train`` runs: arguments left as None take the task's defaults.
+
+    Raises ValueError naming the offending numbers. Numbers are stored as plain int and
+    float, so equal settings give equal (and equally hashed) configs.
+    """
     if task_name not in TASKS:
         raise ValueError(f"unknown task {task_name!r}; choose one of {sorted(TASKS)}")
-    defaults = asdict(TASKS[task_name].defaults)
-    values = {name: (defaults.get(name) if value is None else value) for name, value in overrides.items()}
-    for name, value in defaults.items():
-        values.setdefault(name, value)
-    config = TrainConfig(task=task_name, **values)
-    _check_config(config)
-    return config
+    task = TASKS[task_name]
+    num_layers = task.defaults.num_layers if num_layers is None else num_layers
+    if isinstance(num_layers, bool) or num_layers not in (1, 2):
+        raise ValueError(f"num_layers must be 1 or 2, got {num_layers!r}")
+    steps = _as_int("steps", task.defaults.steps if steps is None else steps, 1)
+    num_heads = _as_int("num_heads", num_heads, 1)
+    d_model = _as_int("d_model", d_model, 1)
+    if d_model % num_heads != 0:
+        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+    batch_size = _as_int("batch_size", task.defaults.batch_size if batch_size is None else batch_size, 1)
+    vocab_size = _as_int("vocab_size", task.defaults.vocab_size if vocab_size is None else vocab_size, 2)
+    seq_len = _as_int("seq_len", task.defaults.seq_len if seq_len is None else seq_len, 2)
+    task.check(vocab_size, seq_len)
+    seed = _as_int("seed", seed, 0)
+    lr = task.defaults.lr if lr is None else lr
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < 1:
+        raise ValueError(f"lr must be a number in (0, 1), got {lr!r}")
+    _check_device(device)
+    return TrainConfig(
+        task=task_name,
+        num_heads=num_heads,
+        num_layers=int(num_layers),
+        d_model=d_model,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        steps=steps,
+        batch_size=batch_size,
+        lr=float(lr),
+        seed=seed,
+        device=str(device),
+    )
 
 
-def _check_config(config: TrainConfig) -> None:
-    """Raise ValueError naming the offending numbers."""
-    if config.num_layers not in (1, 2):
-        raise ValueError(f"num_layers must be 1 or 2, got {config.num_layers!r}")
-    _check_int("steps", config.steps, 1)
-    _check_int("num_heads", config.num_heads, 1)
-    _check_int("d_model", config.d_model, 1)
-    if config.d_model % config.num_heads != 0:
-        raise ValueError(f"d_model={config.d_model} must be divisible by num_heads={config.num_heads}")
-    _check_int("batch_size", config.batch_size, 1)
-    _check_int("vocab_size", config.vocab_size, 2)
-    _check_int("seq_len", config.seq_len, 2)
-    _check_int("seed", config.seed, 0)
-    if isinstance(config.lr, bool) or not isinstance(config.lr, (int, float)) or not 0 < config.lr < 1:
-        raise ValueError(f"lr must be a number in (0, 1), got {config.lr!r}")
-    TASKS[config.task].check(config.vocab_size, config.seq_len)
+def _check_device(device) -> None:
+    """Only the CPU and an available CUDA device: the app runs nowhere else."""
     try:
-        torch.device(config.device)
-    except RuntimeError as error:
-        raise ValueError(f"device {config.device!r} is not a torch device: {error}") from None
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device {device!r} is not a torch device: {error}") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or a CUDA device, got {device!r}")
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA device")
 
 
 def _scored_loss_and_accuracy(logits: torch.Tensor, batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -546,32 +599,87 @@ def train(
     progress: Callable[[int, int, float, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> TrainResult:
-    """Train a fresh model on a task; arguments left as None take the task's defaults.
+    """Train a fresh model on a task; arguments left as None take the task's defaults (``TASKS[name].defaults``).
 
-    Deterministic for a given config: the data comes from seeded generators and the
+    Deterministic for a given config: data come from seeded generators and the
     initialisation from ``torch.manual_seed(seed)`` inside ``fork_rng``, so the caller's
-    global RNG state is untouched. ``progress(step, total, loss, accuracy)`` is called about
-    NUM_LOG_POINTS times; ``should_stop()`` is polled every step and ends training early.
+    global RNG state is untouched. ``progress(step, total, loss, accuracy)`` gets the
+    training batch's numbers about NUM_LOG_POINTS times; ``should_stop()`` is polled
+    before every step and ends training early (the result says ``stopped_early``).
     """
     config = make_config(
-        task_name, num_heads=num_heads, num_layers=num_layers, d_model=d_model, vocab_size=vocab_size,
-        seq_len=seq_len, steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=device,
+        task_name,
+        num_heads=num_heads,
+        num_layers=num_layers,
+        d_model=d_model,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        device=device,
     )
     return run(config, progress=progress, should_stop=should_stop)
 
 
+_threads_lock = threading.Lock()
+_threads_users = 0  # runs now inside _one_intra_op_thread
+_threads_saved = 0  # torch's thread count before the first of them entered
+
+
+@contextmanager
+def _one_intra_op_thread():
+    """Run torch on one intra-op thread, restoring the caller's count when the last concurrent run ends.
+
+    Ops this small are no faster on more threads, and spinning threads slow down badly when
+    the CPU is shared (a browser, a test runner). One thread also makes the float sums, and so
+    the trained weights, independent of the machine's core count.
+    """
+    global _threads_users, _threads_saved
+    with _threads_lock:
+        if _threads_users == 0:
+            _threads_saved = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _threads_users += 1
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_users -= 1
+            if _threads_users == 0:
+                torch.set_num_threads(_threads_saved)
+
+
+def _cosine_decay(total_steps: int) -> Callable[[int], float]:
+    """Learning-rate factor from 1 down to 0: the weights settle instead of bouncing at the end."""
+    return lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total_steps) / total_steps))
+
+
+def _cuda_indices(device: torch.device) -> list[int]:
+    """The CUDA device whose RNG ``fork_rng`` must save and restore (none on the CPU)."""
+    if device.type != "cuda":
+        return []
+    return [device.index if device.index is not None else torch.cuda.current_device()]
+
+
 def run(config: TrainConfig, *, progress=None, should_stop=None) -> TrainResult:
     """Train on an already validated config (see ``train`` and ``make_config``)."""
-    import time
+    if torch.device(config.device).type == "cpu":
+        with _one_intra_op_thread():
+            return _run(config, progress, should_stop)
+    return _run(config, progress, should_stop)
 
+
+def _run(config: TrainConfig, progress, should_stop) -> TrainResult:
     start = time.perf_counter()
     task = TASKS[config.task]
     device = torch.device(config.device)
-    fork_devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=fork_devices):
+    with torch.random.fork_rng(devices=_cuda_indices(device)):
         torch.manual_seed(config.seed)
         model = build_model(config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine_decay(config.steps))
     train_gen = torch.Generator().manual_seed(2 * config.seed)
     log_every = max(1, config.steps // NUM_LOG_POINTS)
     history = TrainHistory()
@@ -586,6 +694,7 @@ def run(config: TrainConfig, *, progress=None, should_stop=None) -> TrainResult:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        schedule.step()
         steps_run = step
         if step % log_every == 0 or step == config.steps:
             history.steps.append(step)
