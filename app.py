@@ -11,52 +11,57 @@ from mha_core.book import PRINTED_OUTPUT
 
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍", layout="wide")
 
-presenter = controls.presenter_toggle()
-settings = controls.settings_sidebar()
 
-st.sidebar.header("View")
-batch_index = st.sidebar.number_input("batch element", 0, settings.batch_size - 1,
-                                      value=min(controls.url_int("view_batch", 0, 0, settings.batch_size - 1),
-                                                settings.batch_size - 1), key="w_view_batch")
-enlarge_choice = st.sidebar.selectbox("enlarge a head", ["none"] + [str(k) for k in range(settings.num_heads)],
-                                      index=0, key="w_enlarge")
-enlarge = None if enlarge_choice == "none" else int(enlarge_choice)
+def main() -> None:
+    presenter = controls.presenter_toggle()
+    settings = controls.settings_sidebar()
 
-st.title("Multi-Head Attention Explorer")
-st.markdown(
-    "The causal `MultiHeadAttention` of *Build a Large Language Model (From Scratch)*, Listing 3.5, "
-    f"running on **{settings.device}** in **{settings.dtype}**: {settings.num_heads} heads × head_dim "
-    f"{settings.head_dim} = d_out {settings.d_out}, {settings.num_tokens} tokens, batch {settings.batch_size}."
-)
-controls.show_notices()
+    st.sidebar.header("View")
+    batch_index = st.sidebar.number_input("batch element", 0, settings.batch_size - 1,
+                                          value=min(controls.url_int("view_batch", 0, 0, settings.batch_size - 1),
+                                                    settings.batch_size - 1), key="w_view_batch")
+    enlarge_choice = st.sidebar.selectbox("enlarge a head", ["none"] + [str(k) for k in range(settings.num_heads)],
+                                          index=0, key="w_enlarge")
+    enlarge = None if enlarge_choice == "none" else int(enlarge_choice)
 
-view = controls.cached_view(settings, int(batch_index), enlarge, presenter)
+    st.title("Multi-Head Attention Explorer")
+    st.markdown(
+        "The causal `MultiHeadAttention` of *Build a Large Language Model (From Scratch)*, Listing 3.5, "
+        f"running on **{settings.device}** in **{settings.dtype}**: {settings.num_heads} heads × head_dim "
+        f"{settings.head_dim} = d_out {settings.d_out}, {settings.num_tokens} tokens, batch {settings.batch_size}."
+    )
+    controls.show_notices()
 
-st.subheader("Final output")
-if view.output is not None:
-    st.dataframe(view.output, width="content")
-if settings.is_book_example():
-    book_rows = f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … " \
-                f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
-    if view.matches_book:
-        st.success(f"This matches the book's printed output exactly: {book_rows}", icon="✅")
-    else:
-        st.error(f"This does not match the book's printed output {book_rows}.")
+    view = controls.cached_view(settings, int(batch_index), enlarge, presenter)
 
-if view.enlarged is not None:
-    controls.show_figure(view.enlarged, presenter)
+    st.subheader("Final output")
+    if view.output is not None:
+        st.dataframe(view.output, width="content")
+    if settings.is_book_example():
+        book_rows = f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … " \
+                    f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
+        if view.matches_book:
+            st.success(f"This matches the book's printed output exactly: {book_rows}", icon="✅")
+        else:
+            st.error(f"This does not match the book's printed output {book_rows}.")
 
-attention_tab, reshape_tab, download_tab = st.tabs(["Attention, head by head", "Reshapes and output", "Downloads"])
-with attention_tab:
-    for panel in view.attention:
-        controls.show_figure(panel, presenter)
-with reshape_tab:
-    for panel in view.reshapes:
-        controls.show_figure(panel, presenter)
-with download_tab:
-    st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
-                       file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
-    st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
-    st.caption(f"Figure data on this page: {view.figure_bytes / 1e6:.2f} MB.")
+    if view.enlarged is not None:
+        controls.show_figure(view.enlarged, presenter)
 
-controls.sync_url(settings, view_batch=int(batch_index))
+    attention_tab, reshape_tab, download_tab = st.tabs(["Attention, head by head", "Reshapes and output", "Downloads"])
+    with attention_tab:
+        for panel in view.attention:
+            controls.show_figure(panel, presenter)
+    with reshape_tab:
+        for panel in view.reshapes:
+            controls.show_figure(panel, presenter)
+    with download_tab:
+        st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
+                           file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
+        st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
+        st.caption(f"Figure data on this page: {view.figure_bytes / 1e6:.2f} MB.")
+
+    controls.sync_url(settings, view_batch=int(batch_index))
+
+
+controls.run_page(main)

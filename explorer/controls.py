@@ -8,9 +8,13 @@ writes any correction back into the widgets before the rerun draws them.
 
 from __future__ import annotations
 
+import logging
+import traceback
+from collections.abc import Callable
 from dataclasses import replace
 
 import streamlit as st
+import torch
 
 from mha_core import devices, runs
 from mha_core.runs import INPUT_KINDS
@@ -212,3 +216,38 @@ def show_figure(panel, presenter: bool = False) -> None:
     st.plotly_chart(panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure),
                     key=f"chart_{panel.key}")
     st.caption(panel.caption)
+
+
+# --- the page boundary -----------------------------------------------------------------------------------------------
+
+log = logging.getLogger("mha_explorer")
+
+
+def _is_streamlit_control_flow(error: BaseException) -> bool:
+    """st.stop, st.rerun and st.switch_page work by raising; they must pass through the guard."""
+    return type(error).__module__.startswith("streamlit.")
+
+
+def run_page(main: Callable[[], None]) -> None:
+    """Run a page's body; turn any exception into a short message that says what to change, and log it.
+
+    Out-of-memory gets its own advice. The user's settings stay in session state and the URL.
+    """
+    try:
+        main()
+    except Exception as error:  # noqa: BLE001 - this is the page boundary
+        if _is_streamlit_control_flow(error):
+            raise
+        log.error("page failed: %s", "".join(traceback.format_exception(error)))
+        if isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
+            st.error("The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
+                     "or choose the cpu device.")
+        elif isinstance(error, ValueError):
+            st.error(f"These settings cannot run: {settings_quote(error)}. Change the setting it names.")
+        else:
+            st.error(f"Something went wrong ({type(error).__name__}). Try smaller settings or reload the page; "
+                     "the error was logged.")
+
+
+def settings_quote(error: BaseException) -> str:
+    return cfg.quote(error, limit=300)
