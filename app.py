@@ -20,8 +20,9 @@ def main() -> None:
     batch_index = st.sidebar.number_input("batch element", 0, settings.batch_size - 1,
                                           value=min(controls.url_int("view_batch", 0, 0, settings.batch_size - 1),
                                                     settings.batch_size - 1), key="w_view_batch")
-    enlarge_choice = st.sidebar.selectbox("enlarge a head", ["none"] + [str(k) for k in range(settings.num_heads)],
-                                          index=0, key="w_enlarge")
+    head_choices = ["none"] + [str(k) for k in range(settings.num_heads)]
+    enlarge_choice = st.sidebar.selectbox("enlarge a head", head_choices, key="w_enlarge",
+                                          index=head_choices.index(controls.url_choice("head", "none", head_choices)))
     enlarge = None if enlarge_choice == "none" else int(enlarge_choice)
 
     st.title("Multi-Head Attention Explorer")
@@ -36,7 +37,9 @@ def main() -> None:
 
     st.subheader("Final output")
     if view.output is not None:
-        st.dataframe(view.output, width="content")
+        st.code(view.output_text, language=None)
+        st.caption(f"`output[{int(batch_index)}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
+                   f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}")
     if settings.is_book_example():
         book_rows = f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … " \
                     f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
@@ -61,7 +64,7 @@ def main() -> None:
         st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
         st.caption(f"Figure data on this page: {view.figure_bytes / 1e6:.2f} MB.")
 
-    controls.sync_url(settings, view_batch=int(batch_index))
+    controls.sync_url(settings, view_batch=int(batch_index), head=enlarge_choice)
 
 
 controls.run_page(main)

@@ -49,7 +49,7 @@ def current_settings() -> Settings:
 def sync_url(settings: Settings, **page_params: object) -> None:
     """Mirror the settings (and a page's own parameters) into the query string."""
     query = cfg.to_query(settings)
-    st.session_state["_written_query"] = query
+    st.session_state["_written_query"] = dict(query)  # only the settings: pages add their own keys below
     query.update({k: str(v) for k, v in page_params.items()})
     if st.session_state.get("_presenter"):
         query["presenter"] = "true"

@@ -169,6 +169,7 @@ class ExplorerView:
     reshapes: list[Panel]
     enlarged: Panel | None
     output: np.ndarray | None  # (T, d_out) of the chosen batch element, when small enough to print
+    output_text: str  # the output as torch prints it (4 decimals, as in the book)
     matches_book: bool  # the output prints exactly as Listing 3.5's printed output
     figure_bytes: int  # JSON bytes of every figure, as sent to the browser
 
@@ -196,6 +197,7 @@ def build_view(module, settings, *, batch_index: int, enlarge: int | None, prese
         reshapes=reshapes,
         enlarged=enlarged,
         output=output if output.size <= PRINT_LIMIT else None,
+        output_text=str(trace.output[batch_index].detach().cpu()),
         matches_book=book.matches_printed_output(trace.output[batch_index].float().cpu()),
         figure_bytes=sum(figures.figure_nbytes(panel.figure) for panel in every),
     )
