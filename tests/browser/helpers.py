@@ -10,6 +10,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 def wait_for_app(page, timeout: float = 60_000) -> None:
     """Wait until the script has finished running, as Streamlit's e2e tests do."""
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    page.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)  # the script has drawn something
     page.wait_for_function(
         "() => { const app = document.querySelector(\"[data-testid='stApp']\");"
         " return app && app.getAttribute('data-test-script-state') === 'notRunning'; }",
