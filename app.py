@@ -54,7 +54,15 @@ def main() -> None:
     attention_tab, reshape_tab, download_tab = st.tabs(["Attention, head by head", "Reshapes and output", "Downloads"])
     with attention_tab:
         for panel in view.attention:
-            controls.show_figure(panel, presenter)
+            if panel.key == "mask_buffer":
+                buffer_column, slice_column = st.columns(2)
+                with buffer_column:
+                    controls.show_figure(panel, presenter)
+            elif panel.key == "mask":
+                with slice_column:
+                    controls.show_figure(panel, presenter)
+            else:
+                controls.show_figure(panel, presenter)
     with reshape_tab:
         for panel in view.reshapes:
             controls.show_figure(panel, presenter)

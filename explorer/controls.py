@@ -151,8 +151,16 @@ def settings_sidebar() -> Settings:
     sb.number_input("seed", 0, cfg.MAX_SEED, key="w_seed", help="torch.manual_seed before building.", **common)
     sb.selectbox("device", devices.available_devices(), key="w_device", **common)
     sb.selectbox("dtype", devices.available_dtypes(settings.device), key="w_dtype", **common)
-    settings = state.settings
-    return settings
+    if state.settings.trained:
+        sb.info("These are trained weights (see the Trained heads page).")
+        sb.button("Use seeded random weights again", on_click=_forget_trained)
+    return state.settings
+
+
+def _forget_trained() -> None:
+    state = st.session_state
+    state.settings, state.notices = cfg.reconcile(replace(state.settings, trained=""))
+    _load_widgets(state.settings)
 
 
 def presenter_toggle() -> bool:
@@ -193,16 +201,30 @@ def cached_view(settings: Settings, batch_index: int, enlarge: int | None, prese
     """The explorer's figures for one setting: keyed on settings, never on arrays; the trace is dropped."""
     from . import panels
 
-    return panels.build_view(cached_module(settings.module_spec()), settings,
-                             batch_index=batch_index, enlarge=enlarge, presenter=presenter)
+    module, x, labels = module_and_input(settings)
+    return panels.build_view(module, x, labels, settings, batch_index=batch_index, enlarge=enlarge,
+                             presenter=presenter)
+
+
+def module_and_input(settings: Settings):
+    """(module, x (b, T, d_in), token labels) for the settings: seeded random weights, or a trained layer.
+
+    The module is shared by every session: never mutate it (runs.run_trace copies it for train mode).
+    """
+    if settings.trained:
+        from .training_cache import trained_explorer_input
+
+        module, x, labels = trained_explorer_input(settings.trained)
+        return module, x, list(labels)
+    x, labels = runs.build_input(settings.input_spec())
+    return cached_module(settings.module_spec()), x, labels
 
 
 def npz_download(settings: Settings):
     """A callable for st.download_button: the whole trace as .npz, computed only on click."""
 
     def make() -> bytes:
-        module = runs.build_module(settings.module_spec())
-        x, labels = runs.build_input(settings.input_spec())
+        module, x, labels = module_and_input(settings)
         return runs.trace_npz(runs.run_trace(module, x, train=settings.train, seed=settings.seed), labels)
 
     return make

@@ -44,6 +44,18 @@ def _head_names(h: int) -> list[str]:
     return [f"head {k}" for k in range(h)]
 
 
+def weights_zmax(weights: np.ndarray) -> float:
+    """Top of the weights' colour scale: the 99th percentile of the positive weights, at most 1.
+
+    With T tokens a typical weight is about 1/T, so a fixed 0..1 scale turns long sequences
+    white; the few weights above this value saturate, and the colour bar says so by its range.
+    """
+    positive = weights[weights > 0]
+    if positive.size == 0:
+        return 1.0
+    return float(min(1.0, max(np.quantile(positive, 0.99), 1e-6)))
+
+
 def attention_panels(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool,
                      mask_buffer: torch.Tensor | None, dropout_shown: bool) -> list[Panel]:
     """Per-head matrices, side by side on one colour scale per kind: scores, masks, weights."""
@@ -80,12 +92,12 @@ def attention_panels(trace: Trace, labels: list[str], *, batch_index: int, prese
         figures.heads_heatmap(trace.numpy("masked_scores")[b], labels, labels,
                               title=f"masked_scores · {where}", kind="scores", head_names=names,
                               presenter=presenter)))
+    weights = trace.numpy("attn_weights")[b]  # (h, T, T)
     panels.append(Panel(
         "attn_weights", "Attention weights: softmax of the scaled masked scores",
         caption(trace, "attn_weights", "(b, h, T, T)", f"{where} · each row sums to 1"),
-        figures.heads_heatmap(trace.numpy("attn_weights")[b], labels, labels,
-                              title=f"attn_weights · {where}", kind="weights", head_names=names,
-                              presenter=presenter)))
+        figures.heads_heatmap(weights, labels, labels, title=f"attn_weights · {where}", kind="weights",
+                              head_names=names, zmin=0.0, zmax=weights_zmax(weights), presenter=presenter)))
     if dropout_shown:
         dropped = trace.numpy("attn_weights_dropped")[b]
         panels.append(Panel(
@@ -93,7 +105,7 @@ def attention_panels(trace: Trace, labels: list[str], *, batch_index: int, prese
             caption(trace, "attn_weights_dropped", "(b, h, T, T)", f"{where} · survivors scaled by 1/(1−p)"),
             figures.heads_heatmap(dropped, labels, labels, title=f"attn_weights after dropout · {where}",
                                   kind="weights", head_names=names, zmin=0.0,
-                                  zmax=max(1.0, float(np.nanmax(dropped))), presenter=presenter)))
+                                  zmax=weights_zmax(dropped), presenter=presenter)))
     return panels
 
 
@@ -103,7 +115,8 @@ def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, he
         "enlarged_head", f"Head {head}, enlarged",
         caption(trace, "attn_weights", "(b, h, T, T)", f"batch element {batch_index}, head {head}"),
         figures.heads_heatmap(weights, labels, labels, title=f"attn_weights · head {head}", kind="weights",
-                              head_names=[f"head {head}"], presenter=presenter))
+                              head_names=[f"head {head}"], zmin=0.0, zmax=weights_zmax(weights),
+                              presenter=presenter))
 
 
 def reshape_panels(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool,
@@ -177,9 +190,9 @@ class ExplorerView:
 PRINT_LIMIT = 64 * 16  # T × d_out cells shown as numbers
 
 
-def build_view(module, settings, *, batch_index: int, enlarge: int | None, presenter: bool) -> ExplorerView:
-    """Run the module once on the settings' input and compose every panel from that one trace."""
-    x, labels = runs.build_input(settings.input_spec())
+def build_view(module, x, labels, settings, *, batch_index: int, enlarge: int | None,
+               presenter: bool) -> ExplorerView:
+    """Run the module once on x and compose every panel from that one trace."""
     trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
     dropout_shown = settings.train and settings.dropout > 0
     attention = attention_panels(trace, labels, batch_index=batch_index, presenter=presenter,

@@ -48,6 +48,7 @@ class Settings:
     text: str = BOOK_TEXT
     device: str = "cpu"
     dtype: str = "float32"
+    trained: str = ""  # a trained layer (mha_core.training spec) instead of seeded random weights
 
     @property
     def head_dim(self) -> int:
@@ -164,7 +165,7 @@ def parse_query(params: Mapping[str, object], base: Settings = DEFAULTS) -> tupl
             parsed = _parse_choice(name, raw, KNOWN_DEVICES, notices)  # absent ones fall back in reconcile
         elif name == "dtype":
             parsed = _parse_choice(name, raw, list(devices.DTYPES), notices)
-        else:  # text
+        else:  # text, trained: free text, bounded in reconcile
             parsed = raw
         if parsed is not None:
             values[name] = parsed
@@ -181,6 +182,8 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
     """Make conflicting settings consistent, with a one-line notice for each change."""
     notices: list[str] = []
     s = settings
+    if s.trained:
+        s = _fit_trained(s, notices)
     if s.d_out % s.num_heads:
         fixed = min(nearest_multiple(s.d_out, s.num_heads), s.num_heads * MAX_HEAD_DIM)
         notices.append(f"d_out={s.d_out} is not divisible by num_heads={s.num_heads}; using d_out={fixed}.")
@@ -222,6 +225,26 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
                        f"memory budget of {MAX_ATTENTION_CELLS:,} attention cells; using batch_size={fitting}.")
         s = replace(s, batch_size=fitting)
     return s, notices
+
+
+def _fit_trained(s: Settings, notices: list[str]) -> Settings:
+    """Settings that define the module follow the trained model; a bad spec falls back to random weights."""
+    from mha_core.training import parse_trained_spec  # training pulls in torch.optim: import only when used
+
+    try:
+        config, layer = parse_trained_spec(s.trained)
+    except ValueError as error:
+        notices.append(f"trained={quote(s.trained)} is not a trained model ({quote(error, 120)}); "
+                       "showing seeded random weights.")
+        return replace(s, trained="")
+    fixed = dict(num_heads=config.num_heads, d_in=config.d_model, d_out=config.d_model, num_tokens=config.seq_len,
+                 context_length=config.seq_len, batch_size=1, dropout=0.0, train=False, qkv_bias=False,
+                 device="cpu", dtype="float32", input="random")
+    changed = [name for name, value in fixed.items() if getattr(s, name) != value]
+    if changed and not (changed == ["input"] and s.input != "random"):
+        notices.append(f"Showing layer {layer} of a model trained on {config.task}: "
+                       f"{', '.join(n for n in changed if n != 'input')} follow the trained model.")
+    return replace(s, **fixed)
 
 
 def to_query(settings: Settings) -> dict[str, str]:

@@ -125,3 +125,21 @@ def test_batch_element_and_enlarged_head_are_selectable():
     assert "enlarged_head" in figures
     trace, _ = module_trace(at.session_state.settings)
     np.testing.assert_array_equal(head_matrices(figures["enlarged_head"])[0], trace.numpy("attn_weights")[2, 1])
+
+
+def test_trained_weights_open_in_the_explorer():
+    """?trained=<spec> shows a trained layer: its heads attend to the previous token."""
+    spec = "previous_token.heads2.layers1.d32.vocab16.len16.steps200.batch64.lr1e-2.seed0.cpu.layer0"
+    at = run_page(APP, trained=spec)
+    assert not at.exception
+    settings = at.session_state.settings
+    assert (settings.trained, settings.num_heads, settings.d_in, settings.num_tokens) == (spec, 2, 32, 16)
+    weights = head_matrices(charts(at)["attn_weights"])
+    assert max(float(np.diag(w, k=-1).mean()) for w in weights) >= 0.8
+
+
+def test_a_bad_trained_spec_falls_back_to_random_weights_with_a_notice():
+    at = run_page(APP, trained="previous_token.<b>")
+    assert not at.exception
+    assert at.session_state.settings.trained == ""
+    assert any("is not a trained model" in w.value for w in at.warning)

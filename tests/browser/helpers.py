@@ -24,7 +24,14 @@ def assert_no_exception(page) -> None:
     assert exceptions.count() == 0, exceptions.first.inner_text()[:2000]
 
 
-def screenshot(page, name: str) -> Path:
+def screenshot(page, name: str, max_height: int = 5000) -> Path:
+    """The whole page: Streamlit scrolls inside its own container, so grow the viewport to fit it first."""
     path = SCREENSHOTS / f"{name}.png"
+    viewport = page.viewport_size
+    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\")?.scrollHeight ?? 0")
+    if height > viewport["height"]:
+        page.set_viewport_size({"width": viewport["width"], "height": min(int(height) + 40, max_height)})
+        page.wait_for_timeout(800)
     page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(viewport)
     return path
