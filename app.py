@@ -37,7 +37,11 @@ def main() -> None:
 
     st.subheader("Final output")
     if view.output is not None:
-        st.code(view.output_text, language=None)
+        if len(view.labels) <= 8:
+            st.code(view.output_text, language=None)
+        else:
+            with st.expander(f"All {len(view.labels)} rows of the output, as torch prints them"):
+                st.code(view.output_text, language=None)
         st.caption(f"`output[{int(batch_index)}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
                    f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}")
     if settings.is_book_example():

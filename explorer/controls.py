@@ -182,6 +182,8 @@ PRESENTER_CSS = """
   [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem; }
   [data-testid="stCaptionContainer"] { font-size: 1.1rem; }
   h1 { font-size: 3rem !important; } h2 { font-size: 2.3rem !important; } h3 { font-size: 1.9rem !important; }
+  [data-testid="stMetricValue"] { font-size: 2.6rem; }
+  pre code { font-size: 1.1rem; }
   [data-testid="stToolbar"], [data-testid="stDecoration"], footer { display: none; }
   .block-container { padding-top: 1.5rem; max-width: 100%; }
 </style>

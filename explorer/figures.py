@@ -397,7 +397,8 @@ def _heatmap_figure(
     masked, nan = np.isneginf(shown), np.isnan(shown)
     any_masked, any_nan = bool(masked.any()), bool(nan.any())
     n_rows, n_cols = _grid(h)
-    show_text = exact and kind != "mask" and i * j <= CELL_TEXT_LIMIT and j * n_cols <= CELL_TEXT_COLUMNS
+    text_columns = CELL_TEXT_COLUMNS // 2 if presenter else CELL_TEXT_COLUMNS  # presenter fonts are larger
+    show_text = exact and kind != "mask" and i * j <= CELL_TEXT_LIMIT and j * n_cols <= text_columns
     text_font = {"size": _font(presenter, 0.85)}
     x_ticks = max(4, MAX_TICKS // n_cols)
     y_ticks = 10 if presenter else MAX_TICKS

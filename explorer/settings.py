@@ -251,6 +251,8 @@ def to_query(settings: Settings) -> dict[str, str]:
     """Every setting as a query-string value; ``parse_query(to_query(s))`` gives back s."""
     query = {}
     for name, value in asdict(settings).items():
+        if name == "trained" and not value:
+            continue  # absent means seeded random weights; keep ordinary links short
         if isinstance(value, bool):
             query[name] = "true" if value else "false"
         else:

@@ -64,9 +64,11 @@ class ExplicitAttention:
             masked_scores = attn_scores.masked_fill(~attn_mask, -torch.inf)
         masked_scores = rec("masked_scores", masked_scores, "scores with −∞ where the mask blocks a key")
         if self.scale is None:
-            scaled_scores = masked_scores / key.shape[-1] ** 0.5
-        else:
-            scaled_scores = masked_scores * self.scale
+            scaled_scores = masked_scores / key.shape[-1] ** 0.5  # the book's order: mask, then divide
+        elif attn_mask is None:
+            scaled_scores = attn_scores * self.scale
+        else:  # scale first, so that a scale of 0 gives uniform weights, not −∞ × 0 = NaN
+            scaled_scores = (attn_scores * self.scale).masked_fill(~attn_mask, -torch.inf)
         scaled_scores = rec("scaled_scores", scaled_scores, "masked scores times the softmax scale (1/√head_dim)")
         attn_weights = torch.softmax(scaled_scores, dim=-1)  # (b, h, i, j)
         if attn_mask is not None:

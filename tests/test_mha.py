@@ -279,3 +279,11 @@ def test_cuda_matches_cpu(dtype):
     qkv = QKVMultiHeadAttention(32, 4).to("cuda", dtype).eval()
     q = torch.rand(2, 5, 32, device="cuda", dtype=dtype)
     assert torch.isfinite(qkv(q, q, q, torch.ones(2, 5, 5, dtype=torch.bool, device="cuda"))).all()
+
+
+def test_a_softmax_scale_of_zero_gives_uniform_weights_over_allowed_keys_not_nan():
+    module, x = make(tokens=5)
+    weights = trace_forward(module, x, attention=ExplicitAttention(scale=0.0)).steps["attn_weights"]
+    assert torch.isfinite(weights).all()
+    expected = masks.causal(5).float() / torch.arange(1, 6).unsqueeze(1)  # row i: 1/(i+1) on keys 0..i
+    assert torch.allclose(weights[0, 0], expected)

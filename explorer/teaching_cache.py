@@ -1,0 +1,139 @@
+"""Streamlit glue for the teaching pages: caches keyed on settings and page parameters, and page-parameter state.
+
+Every cache here is keyed on the frozen ``Settings`` and small ints, strings or frozen dataclasses, never on arrays.
+Modules come from ``controls.cached_module`` (shared read-only); anything that changes weights works on a copy
+(see ``mha_core.teaching``). The cached values are the views of ``explorer.teaching``: figures and numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from mha_core import devices, runs, teaching
+from mha_core.reference import ReferenceReport
+
+from . import controls
+from . import teaching as views
+from .settings import Settings
+
+# --- a page's own parameters: read once from the URL into the widget's state, kept in range after that --------------
+
+
+def seed_int(key: str, url_name: str, default: int, low: int, high: int) -> int:
+    """Seed widget ``key`` from URL parameter ``url_name`` once per session; clamp it to [low, high] on every run.
+
+    Call it before the widget is drawn (and draw the widget with ``key=key`` and no ``value=``).
+    """
+    state = st.session_state
+    if key not in state:
+        state[key] = controls.url_int(url_name, min(max(default, low), high), low, high)
+    else:
+        state[key] = min(max(int(state[key]), low), high)
+    return state[key]
+
+
+def seed_choice(key: str, url_name: str, default: str, choices: tuple[str, ...] | list[str]) -> str:
+    """As ``seed_int``, for a choice; a value no longer offered falls back to the default."""
+    state = st.session_state
+    if key not in state:
+        state[key] = controls.url_choice(url_name, default, choices)
+    elif state[key] not in choices:
+        state[key] = default
+    return state[key]
+
+
+def show_panel(panel, presenter: bool) -> None:
+    """A panel as controls.show_figure draws it; in presenter mode the figure alone, without clutter."""
+    if not presenter:
+        controls.show_figure(panel, presenter)
+        return
+    from . import figures
+
+    st.plotly_chart(panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure),
+                    key=f"chart_{panel.key}")
+
+
+# --- caches ----------------------------------------------------------------------------------------------------------
+
+_SPIN = "Running the module…"
+
+
+def _module_and_input(settings: Settings):
+    module = controls.cached_module(settings.module_spec())  # shared: read only
+    x, labels = runs.build_input(settings.input_spec())
+    return module, x, labels
+
+
+@st.cache_data(max_entries=64, ttl=3600, show_spinner=_SPIN)
+def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
+    module, x, labels = _module_and_input(settings)
+    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+    return views.build_step_view(trace, labels, number, batch_index=batch_index, presenter=presenter,
+                                 dropout_active=settings.train and settings.dropout > 0)
+
+
+@st.cache_data(max_entries=16, ttl=3600, show_spinner=_SPIN)
+def heads_view(settings: Settings, batch_index: int, presenter: bool) -> views.HeadsView:
+    module, x, labels = _module_and_input(settings)
+    return views.build_heads_view(module, x, labels, batch_index=batch_index, presenter=presenter)
+
+
+def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:
+    """(column name, device, dtype) for each comparison: the chosen dtype, float32 and float64.
+
+    Where the device has no float64 (mps), the float64 column runs on the CPU, and says so.
+    """
+    wanted = [settings.dtype] + [d for d in ("float32", "float64") if d != settings.dtype]
+    offered = devices.available_dtypes(settings.device)
+    columns = []
+    for dtype in wanted:
+        if dtype in offered:
+            columns.append((dtype, settings.device, dtype))
+        else:
+            columns.append((f"{dtype} (cpu)", "cpu", dtype))
+    return columns
+
+
+@st.cache_data(max_entries=16, ttl=3600, show_spinner="Running torch's references…")
+def references(settings: Settings) -> dict[str, ReferenceReport]:
+    """compare_with_torch for the settings' module in each dtype of ``reference_dtypes``, on the chosen device."""
+    x, _ = runs.build_input(settings.input_spec())
+    spec = settings.module_spec()
+    return {name: teaching.compare_on_device(replace(spec, device=device, dtype=dtype), x)
+            for name, device, dtype in reference_dtypes(settings)}
+
+
+@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
+def masks_view(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams, batch_index: int,
+               implementation: str, presenter: bool) -> views.MasksView:
+    """Cross-attention with QKVMultiHeadAttention (hidden_dim = d_out, the settings' heads) under one mask."""
+    query, source, q_labels, k_labels = teaching.cross_inputs(settings.batch_size, tgt_len, src_len, settings.d_out,
+                                                              settings.seed)
+    mask = teaching.make_mask(params, settings.batch_size, tgt_len, src_len)
+    run = teaching.run_cross(settings.d_out, settings.num_heads, bias=settings.qkv_bias, seed=settings.seed,
+                             device=settings.device, dtype=settings.dtype, query=query, source=source, mask=mask)
+    return views.build_masks_view(run, mask, q_labels, k_labels, batch_index=batch_index,
+                                  implementation=implementation, presenter=presenter)
+
+
+@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
+def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> views.TemperatureView:
+    module, x, labels = _module_and_input(settings)
+    return views.build_temperature_view(module, x, labels, float(multiplier), presenter=presenter)
+
+
+@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
+def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> views.DropoutView:
+    """Dropout p = percent/100 on the settings' module (same weights: dropout has no parameters), in train mode."""
+    p = percent / 100
+    module = controls.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
+    x, labels = runs.build_input(settings.input_spec())
+    return views.build_dropout_view(module, x, labels, p, settings.seed + draw, presenter=presenter)
+
+
+@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
+def preset_view(settings: Settings, preset: str, presenter: bool) -> views.PresetView:
+    module, x, labels = _module_and_input(settings)
+    return views.build_preset_view(module, x, labels, preset, num_heads=settings.num_heads, presenter=presenter)

@@ -1,0 +1,330 @@
+"""Small computations the teaching pages need, on top of the modules and their traces. Torch only.
+
+* ``row_entropy``: how spread out each row of attention weights is (0 = one-hot, log n = uniform over n keys).
+* ``entropy_sweep``: the module's mean row entropy as the softmax scale moves.
+* ``dropout_report``: the dropout keep-mask of a train-mode trace and the 1/(1−p) rescaling of the survivors.
+* Hand-made weights: ``with_identity_qk`` (a copy with W_query = W_key = I) and ``positional_module`` (one-hot
+  position inputs and a W_query that makes every head attend to the named position).
+* Cross-attention with ``QKVMultiHeadAttention``: seeded modules and inputs, and every mask builder in one place
+  (``make_mask``), True = may attend.
+* ``compare_on_device``: ``reference.compare_with_torch`` on any device, with a float64 baseline on the CPU where
+  the device has no float64 (mps).
+
+Nothing here mutates a module it is given: hand-made weights go into a deep copy or a new module.
+
+Axis letters: b batch, h heads, i query position, j key position, d head_dim.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from . import devices, masks
+from .attention import ExplicitAttention, FusedAttention
+from .modules import MultiHeadAttention, QKVMultiHeadAttention
+from .reference import ReferenceReport, compare_with_torch, sdpa_forward, torch_mha_forward
+from .runs import ModuleSpec, build_module, run_trace
+from .trace import Trace, trace_forward
+
+# --- entropy of attention rows ---------------------------------------------------------------------------------------
+
+
+def row_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of each row (last axis) of attention weights: shape ``weights.shape[:-1]``.
+
+    0 for a one-hot row, log(n) for a row spread evenly over n keys. 0·log 0 counts as 0, so masked keys
+    (weight 0) add nothing and a fully masked row (all zeros) has entropy 0.
+    """
+    w = weights.double()
+    logs = torch.where(w > 0, w.log(), torch.zeros_like(w))
+    return -(w * logs).sum(-1).to(weights.dtype if weights.is_floating_point() else torch.float32)
+
+
+def uniform_entropy(allowed: torch.Tensor) -> torch.Tensor:
+    """log(number of keys a row may attend to): the entropy of uniform attention, the most a row can have."""
+    count = allowed.sum(-1).double()
+    return torch.log(count.clamp(min=1.0))
+
+
+def mean_entropy(weights: torch.Tensor) -> float:
+    """Mean row entropy over every batch element, head and query row."""
+    return row_entropy(weights).double().mean().item()
+
+
+def entropy_sweep(module: MultiHeadAttention, x: torch.Tensor, multipliers: Sequence[float]) -> list[float]:
+    """Mean row entropy of the module's weights at softmax scale m/√head_dim, for each multiplier m > 0.
+
+    Each point is a traced forward pass of the module itself, with ``ExplicitAttention(scale=...)``.
+    """
+    head_dim = module.head_dim
+    result = []
+    for m in multipliers:
+        if not m > 0:
+            raise ValueError(f"scale multipliers must be positive, got {m}")
+        trace = run_trace(module, x, attention=ExplicitAttention(scale=m / math.sqrt(head_dim)))
+        result.append(mean_entropy(trace.steps["attn_weights"]))
+    return result
+
+
+# --- dropout ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DropoutReport:
+    p: float
+    keep: torch.Tensor  # (b, h, i, j) bool: dropout kept this weight (masked cells count as kept)
+    allowed: torch.Tensor  # (b, h, i, j) bool: the weight was not masked (it could be dropped)
+    kept_fraction: float  # among allowed cells
+    scale: float  # 1 / (1 − p)
+    max_rescale_error: float  # max |after − before × scale| over kept cells
+    row_sums: torch.Tensor  # (b, h, i) rows of the weights after dropout: 1 on average, not each
+
+
+def dropout_report(trace: Trace, p: float) -> DropoutReport:
+    """What dropout did in a train-mode trace: which weights survived and how they were rescaled."""
+    if "dropout_keep" not in trace.steps:
+        raise ValueError("this trace has no dropout step: run in train mode with dropout > 0")
+    before = trace.steps["attn_weights"].double()
+    after = trace.steps["attn_weights_dropped"].double()
+    keep = trace.steps["dropout_keep"]
+    allowed = torch.broadcast_to(trace.steps["mask"], before.shape).clone()
+    scale = 1.0 / (1.0 - p)
+    kept_allowed = keep & allowed
+    error = (after - before * scale).abs()[kept_allowed]
+    return DropoutReport(
+        p=p,
+        keep=keep,
+        allowed=allowed,
+        kept_fraction=kept_allowed.sum().item() / max(1, allowed.sum().item()),
+        scale=scale,
+        max_rescale_error=error.max().item() if error.numel() else 0.0,
+        row_sums=after.sum(-1),
+    )
+
+
+# --- hand-made weights -----------------------------------------------------------------------------------------------
+
+POSITION_PATTERNS = ("self", "previous", "first")
+PRESETS = ("none", "identity", *POSITION_PATTERNS)
+MAX_PRESET_TOKENS = 16  # positional presets use one-hot positions: d_in = head_dim = number of tokens
+PRESET_STRENGTH = 8.0  # the target key's scaled score; the others get 0, so it takes ≥ e⁸/(e⁸ + 15) ≈ 0.995
+
+
+def pattern_targets(pattern: str, num_tokens: int) -> list[int]:
+    """The key each query attends to under a positional pattern (query 0 has no previous token: itself)."""
+    if pattern == "self":
+        return list(range(num_tokens))
+    if pattern == "previous":
+        return [max(t - 1, 0) for t in range(num_tokens)]
+    if pattern == "first":
+        return [0] * num_tokens
+    raise ValueError(f"pattern must be one of {POSITION_PATTERNS}, got {pattern!r}")
+
+
+def position_inputs(num_tokens: int, batch_size: int = 1) -> torch.Tensor:
+    """(b, T, T): token t is the one-hot vector e_t, so the input carries positions and nothing else."""
+    return torch.eye(num_tokens).unsqueeze(0).repeat(batch_size, 1, 1)
+
+
+def positional_module(pattern: str, num_tokens: int, num_heads: int, strength: float = PRESET_STRENGTH, *,
+                      device: str = "cpu", dtype: str = "float32") -> MultiHeadAttention:
+    """A MultiHeadAttention whose every head attends by position, for one-hot position inputs.
+
+    d_in = head_dim = T and d_out = num_heads·T. Per head: W_key = I, so key j is e_j; W_query sends e_t to
+    c·√T·e_target(t), so the scaled score of query t is c on its target key and 0 elsewhere. W_value = I and
+    out_proj = I, so each head's context row is its weight row itself.
+    """
+    if not 1 <= num_tokens <= MAX_PRESET_TOKENS:
+        raise ValueError(f"positional presets take 1–{MAX_PRESET_TOKENS} tokens, got {num_tokens}")
+    targets = pattern_targets(pattern, num_tokens)
+    T, h = num_tokens, num_heads
+    with torch.random.fork_rng(devices=[]):  # every weight is overwritten below; leave the caller's RNG alone
+        module = MultiHeadAttention(T, h * T, T, 0.0, h, qkv_bias=False)
+    shift = torch.zeros(T, T)
+    shift[targets, range(T)] = strength * math.sqrt(T)  # column t (input e_t) -> c·√T·e_target(t)
+    eye = torch.eye(T)
+    with torch.no_grad():
+        module.W_query.weight.copy_(shift.repeat(h, 1))  # (h·T, T): every head the same pattern
+        module.W_key.weight.copy_(eye.repeat(h, 1))
+        module.W_value.weight.copy_(eye.repeat(h, 1))
+        module.out_proj.weight.copy_(torch.eye(h * T))
+        module.out_proj.bias.zero_()
+    torch_device, torch_dtype = devices.resolve(device, dtype)
+    return module.to(device=torch_device, dtype=torch_dtype).eval()
+
+
+def with_identity_qk(module: MultiHeadAttention) -> MultiHeadAttention:
+    """A deep copy with W_query = W_key = I (d_out × d_in, no bias): scores become x·xᵀ, head by head.
+
+    Head k then compares tokens on input features k·head_dim … (k+1)·head_dim − 1 (those that exist).
+    W_value and out_proj are the module's own. The module passed in is never touched.
+    """
+    copied = copy.deepcopy(module)
+    weight = copied.W_query.weight
+    eye = torch.eye(copied.d_out, copied.d_in, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        for linear in (copied.W_query, copied.W_key):
+            linear.weight.copy_(eye)
+            if linear.bias is not None:
+                linear.bias.zero_()
+    return copied.eval()
+
+
+def top_key_hits(weights: torch.Tensor, targets: Sequence[int]) -> float:
+    """Fraction of (batch, head, query) rows whose heaviest key is the target key of that query."""
+    top = weights.argmax(dim=-1)  # (b, h, i)
+    expected = torch.tensor(list(targets), device=weights.device)
+    return (top == expected).double().mean().item()
+
+
+# --- cross-attention with QKVMultiHeadAttention ----------------------------------------------------------------------
+
+IMPLEMENTATIONS = ("explicit", "fused")
+MASK_KINDS = ("none", "causal", "padding", "sliding window", "random", "custom")
+MAX_CROSS_TOKENS = 32  # query and key lengths: a custom mask is edited cell by cell, one bit per key
+
+
+def build_qkv_module(hidden_dim: int, n_heads: int, *, implementation: str = "explicit", bias: bool = True,
+                     seed: int = 0, device: str = "cpu", dtype: str = "float32") -> QKVMultiHeadAttention:
+    """A seeded eval-mode QKVMultiHeadAttention; both implementations get the same weights for the same seed."""
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
+    attention = ExplicitAttention() if implementation == "explicit" else FusedAttention()
+    torch_device, torch_dtype = devices.resolve(device, dtype)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = QKVMultiHeadAttention(hidden_dim, n_heads, attention=attention, bias=bias)
+    return module.to(device=torch_device, dtype=torch_dtype).eval()
+
+
+def cross_inputs(batch_size: int, tgt_len: int, src_len: int, hidden_dim: int, seed: int):
+    """(query (b, i, E), source (b, j, E), query labels, key labels): seeded uniform [0, 1) embeddings.
+
+    The source is both the keys and the values: queries from one sequence attend to another.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    query = torch.rand(batch_size, tgt_len, hidden_dim, generator=gen)
+    source = torch.rand(batch_size, src_len, hidden_dim, generator=gen)
+    return query, source, [f"q{i}" for i in range(tgt_len)], [f"k{j}" for j in range(src_len)]
+
+
+def mask_to_bits(mask: torch.Tensor) -> list[int]:
+    """(i, j) bool -> one integer per row, bit j set when key j may be attended (for a URL)."""
+    return [sum(1 << j for j, allowed in enumerate(row) if allowed) for row in mask.tolist()]
+
+
+def mask_from_bits(bits: Sequence[int], num_keys: int) -> torch.Tensor:
+    """The inverse of ``mask_to_bits``: (len(bits), num_keys) bool; bits beyond num_keys are ignored."""
+    return torch.tensor([[bool(row >> j & 1) for j in range(num_keys)] for row in bits], dtype=torch.bool).reshape(
+        len(bits), num_keys
+    )
+
+
+@dataclass(frozen=True)
+class MaskParams:
+    """Everything a mask builder needs; hashable, so it can key a cache."""
+
+    kind: str = "causal"
+    lengths: tuple[int, ...] = ()  # padding: keys each batch element may attend to
+    window: int = 2  # sliding window: keys within this distance
+    causal_only: bool = True  # sliding window: earlier keys only
+    keep_percent: int = 70  # random: chance a position is kept
+    seed: int = 0  # random
+    custom: tuple[int, ...] = ()  # custom: one bit row per query (see mask_to_bits)
+
+
+def make_mask(params: MaskParams, batch_size: int, tgt_len: int, src_len: int) -> torch.Tensor | None:
+    """(b, i, j) bool mask, True = may attend; None for "none". One place for every builder."""
+    kind = params.kind
+    if kind == "none":
+        return None
+    if kind == "causal":
+        mask = masks.causal(tgt_len, src_len)
+    elif kind == "padding":
+        if len(params.lengths) != batch_size:
+            raise ValueError(f"padding needs {batch_size} lengths, one per batch element, got {len(params.lengths)}")
+        return masks.padding(list(params.lengths), tgt_len, src_len)
+    elif kind == "sliding window":
+        mask = masks.sliding_window(tgt_len, src_len, params.window, causal_only=params.causal_only)
+    elif kind == "random":
+        return masks.random(tgt_len, src_len, params.keep_percent / 100, params.seed, batch_size=batch_size)
+    elif kind == "custom":
+        if len(params.custom) != tgt_len:
+            raise ValueError(f"a custom mask needs one row per query ({tgt_len}), got {len(params.custom)}")
+        mask = mask_from_bits(params.custom, src_len)
+    else:
+        raise ValueError(f"mask kind must be one of {MASK_KINDS}, got {kind!r}")
+    return mask.expand(batch_size, tgt_len, src_len).clone()
+
+
+def handwritten_softmax(scaled_scores: torch.Tensor) -> torch.Tensor:
+    """softmax with no fix for fully masked rows: exp(−∞)/Σexp(−∞) = 0/0 = NaN there."""
+    return torch.softmax(scaled_scores, dim=-1)
+
+
+@dataclass(frozen=True)
+class CrossRun:
+    trace: Trace  # the explicit implementation: every step
+    output_fused: torch.Tensor  # the fused implementation's output on the same inputs
+    max_diff_explicit_fused: float
+
+
+def run_cross(hidden_dim: int, n_heads: int, *, bias: bool, seed: int, device: str, dtype: str,
+              query: torch.Tensor, source: torch.Tensor, mask: torch.Tensor | None) -> CrossRun:
+    """Run the explicit and the fused module (same weights) on the same query, source and mask."""
+    runs = {}
+    for implementation in IMPLEMENTATIONS:
+        module = build_qkv_module(hidden_dim, n_heads, implementation=implementation, bias=bias, seed=seed,
+                                  device=device, dtype=dtype)
+        weight = module.query_project.weight
+        q, s = (t.to(device=weight.device, dtype=weight.dtype) for t in (query, source))
+        runs[implementation] = trace_forward(module, q, s, s, mask)
+    explicit, fused = runs["explicit"], runs["fused"]
+    diff = (explicit.output.double() - fused.output.double()).abs().max().item() if explicit.output.numel() else 0.0
+    return CrossRun(explicit, fused.output, diff)
+
+
+# --- references on any device ----------------------------------------------------------------------------------------
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.double().cpu() - b.double().cpu()).abs().max().item() if a.numel() else 0.0
+
+
+@torch.no_grad()
+def compare_on_device(spec: ModuleSpec, x: torch.Tensor, *, cpu_baseline: bool | None = None) -> ReferenceReport:
+    """``compare_with_torch`` for the module of ``spec`` on x (moved to its device and dtype).
+
+    Where the device has float64 this is exactly ``compare_with_torch``. Where it has not (mps), or when
+    ``cpu_baseline`` is True, the float64 baseline is the same module built on the CPU in float64.
+    """
+    if cpu_baseline is None:
+        cpu_baseline = "float64" not in devices.available_dtypes(spec.device)
+    module = build_module(spec)
+    weight = module.W_query.weight
+    x = x.to(device=weight.device, dtype=weight.dtype)
+    if not cpu_baseline:
+        return compare_with_torch(module, x)
+    trace = trace_forward(module, x)
+    mha_output, mha_weights = torch_mha_forward(module, x)
+    sdpa_output = sdpa_forward(module, x)
+    module64 = build_module(replace(spec, device="cpu", dtype="float64"))
+    trace64 = trace_forward(module64, x.cpu().double())
+    output64, weights64 = trace64.output, trace64.steps["attn_weights"]
+    return ReferenceReport(
+        device=str(x.device),
+        dtype=str(x.dtype).removeprefix("torch."),
+        output_vs_torch_mha=_max_diff(trace.output, mha_output),
+        weights_vs_torch_mha=_max_diff(trace.steps["attn_weights"], mha_weights),
+        output_vs_sdpa=_max_diff(trace.output, sdpa_output),
+        output_vs_float64=_max_diff(trace.output, output64),
+        weights_vs_float64=_max_diff(trace.steps["attn_weights"], weights64),
+        torch_mha_output_vs_float64=_max_diff(mha_output, output64),
+        torch_mha_weights_vs_float64=_max_diff(mha_weights, weights64),
+        sdpa_output_vs_float64=_max_diff(sdpa_output, output64),
+    )
