@@ -1,0 +1,47 @@
+"""Every page in the navigation, in headless Chromium: no exception box, a screenshot in both modes."""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import assert_no_exception, screenshot, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+
+def navigation_links(page, app_url) -> list[tuple[str, str]]:
+    page.goto(app_url)
+    wait_for_app(page)
+    links = page.locator("[data-testid='stSidebarNav'] a")
+    found = [(links.nth(i).inner_text().strip(), links.nth(i).get_attribute("href")) for i in range(links.count())]
+    return [(name, href) for name, href in found if href]
+
+
+def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url):
+    links = navigation_links(page, app_url)
+    names = [name for name, _ in links]
+    for expected in ("Step through", "Heads and references", "Masks and cross attention", "Knobs that teach",
+                     "Trained heads"):
+        assert expected in names, names
+    for name, href in links:
+        slug = name.lower().replace(" ", "_")
+        for presenter in (False, True):
+            url = href if not presenter else f"{href}{'&' if '?' in href else '?'}presenter=true"
+            page.goto(url)
+            wait_for_app(page)
+            page.wait_for_timeout(1500)  # plotly draws after the script ends
+            assert_no_exception(page)
+            screenshot(page, f"page_{slug}{'_presenter' if presenter else ''}")
+
+
+def test_trained_heads_trains_in_the_browser(page, app_url):
+    page.goto(f"{app_url}/Trained_heads?task=first_token&heads=4")
+    wait_for_app(page)
+    train = page.get_by_role("button", name="Train", exact=True)
+    train.wait_for(timeout=60_000)
+    train.click()
+    page.get_by_text("held-out accuracy", exact=False).first.wait_for(timeout=180_000)
+    wait_for_app(page, timeout=180_000)
+    page.wait_for_timeout(1500)
+    assert_no_exception(page)
+    screenshot(page, "page_trained_heads_after_training")
