@@ -74,7 +74,6 @@ def main() -> None:
         st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
                            file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
         st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
-        st.caption(f"Figure data on this page: {view.figure_bytes / 1e6:.2f} MB.")
 
     controls.sync_url(settings, view_batch=int(batch_index), head=enlarge_choice)
 

@@ -607,45 +607,24 @@ def _band_columns(fig: go.Figure, n_cols: int, groups: int, names: Sequence[str]
         raise ValueError(f"{len(names)} group names for {groups} column groups")
     width = n_cols // groups
     band_px = _font(presenter, 1.6)
+    shapes, annotations = [], []  # collected, then set once: plotly validates every add_* call on its own
     for k, color in enumerate(head_colors(groups)):
         x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
-        fig.add_shape(
-            type="rect",
-            name=f"head band {k}",
-            xref="x",
-            yref="y domain",
-            x0=x0,
-            x1=x1,
-            ysizemode="pixel",
-            yanchor=1,
-            y0=3,
-            y1=3 + band_px,
-            fillcolor=color,
-            line={"width": 1, "color": "white"},
-        )
-        fig.add_annotation(
-            text=_escape(names[k]),
-            xref="x",
-            yref="y domain",
-            x=(x0 + x1) / 2,
-            y=1,
-            yanchor="bottom",
-            yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
-            showarrow=False,
+        shapes.append(dict(
+            type="rect", name=f"head band {k}", xref="x", yref="y domain", x0=x0, x1=x1, ysizemode="pixel",
+            yanchor=1, y0=3, y1=3 + band_px, fillcolor=color, line={"width": 1, "color": "white"},
+        ))
+        annotations.append(dict(
+            text=_escape(names[k]), xref="x", yref="y domain", x=(x0 + x1) / 2, y=1, yanchor="bottom",
+            yshift=3 + (band_px - _font(presenter, 1.2)) / 2, showarrow=False,
             font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
-        )
+        ))
         if k:
-            fig.add_shape(
-                type="line",
-                name="head separator",
-                xref="x",
-                yref="y domain",
-                x0=x0,
-                x1=x0,
-                y0=0,
-                y1=1,
+            shapes.append(dict(
+                type="line", name="head separator", xref="x", yref="y domain", x0=x0, x1=x0, y0=0, y1=1,
                 line={"width": 2, "color": "#222"},
-            )
+            ))
+    fig.update_layout(shapes=list(fig.layout.shapes) + shapes, annotations=list(fig.layout.annotations) + annotations)
     fig.update_layout(margin_t=fig.layout.margin.t + band_px + 6)
 
 

@@ -184,7 +184,9 @@ class ExplorerView:
     output: np.ndarray | None  # (T, d_out) of the chosen batch element, when small enough to print
     output_text: str  # the output as torch prints it (4 decimals, as in the book)
     matches_book: bool  # the output prints exactly as Listing 3.5's printed output
-    figure_bytes: int  # JSON bytes of every figure, as sent to the browser
+
+    def figures(self) -> list[Panel]:
+        return self.attention + self.reshapes + ([self.enlarged] if self.enlarged else [])
 
 
 PRINT_LIMIT = 64 * 16  # T × d_out cells shown as numbers
@@ -203,7 +205,6 @@ def build_view(module, x, labels, settings, *, batch_index: int, enlarge: int | 
     if enlarge is not None:
         enlarged = enlarged_head_panel(trace, labels, batch_index=batch_index, head=enlarge, presenter=presenter)
     output = trace.numpy("output")[batch_index]  # (T, d_out)
-    every = attention + reshapes + ([enlarged] if enlarged else [])
     return ExplorerView(
         labels=labels,
         attention=attention,
@@ -212,5 +213,4 @@ def build_view(module, x, labels, settings, *, batch_index: int, enlarge: int | 
         output=output if output.size <= PRINT_LIMIT else None,
         output_text=str(trace.output[batch_index].detach().cpu()),
         matches_book=book.matches_printed_output(trace.output[batch_index].float().cpu()),
-        figure_bytes=sum(figures.figure_nbytes(panel.figure) for panel in every),
     )

@@ -1,0 +1,45 @@
+"""Bytes of figure data the explorer sends per rerun, at default, medium and maximum settings.
+
+Each figure is measured as the JSON plotly hands to the browser (``figures.figure_nbytes``).
+The build time is printed too, measured in the same run; it is the server's cost of a cache miss.
+
+    python bench/figure_bytes.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from explorer import figures, panels  # noqa: E402
+from explorer.settings import parse_query  # noqa: E402
+from mha_core import runs  # noqa: E402
+
+CASES = {
+    "default: the book, 2 heads × 6 tokens": {},
+    "medium: 8 heads × 64 tokens, d_out 64": dict(num_heads="8", d_out="64", num_tokens="64", input="random"),
+    "maximum: 16 heads × 1024 tokens, d_out 1024": dict(num_heads="16", d_out="1024", num_tokens="1024",
+                                                        input="random", batch_size="1", d_in="64"),
+}
+
+
+def main() -> None:
+    print("| settings | figures | figure JSON per rerun | build time (cache miss) |")
+    print("|---|---:|---:|---:|")
+    for name, query in CASES.items():
+        settings = parse_query(query)[0]
+        module = runs.build_module(settings.module_spec())
+        x, labels = runs.build_input(settings.input_spec())
+        start = time.perf_counter()
+        view = panels.build_view(module, x, labels, settings, batch_index=0, enlarge=0, presenter=False)
+        seconds = time.perf_counter() - start
+        shown = view.figures()
+        nbytes = sum(figures.figure_nbytes(panel.figure) for panel in shown)
+        print(f"| {name} | {len(shown)} | {nbytes / 1e6:.2f} MB | {seconds:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()
