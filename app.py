@@ -48,7 +48,7 @@ def main() -> None:
         book_rows = f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … " \
                     f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
         if view.matches_book:
-            st.success(f"This matches the book's printed output exactly: {book_rows}", icon="✅")
+            st.success(f"✓ This matches the book's printed output exactly: {book_rows}")
         else:
             st.error(f"This does not match the book's printed output {book_rows}.")
 
