@@ -103,20 +103,25 @@ class ReferenceReport:
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+    return (a.cpu().double() - b.cpu().double()).abs().max().item() if a.numel() else 0.0
 
 
 @torch.no_grad()
-def compare_with_torch(module: MultiHeadAttention, x: torch.Tensor) -> ReferenceReport:
-    """Run the module, nn.MultiheadAttention and SDPA on x (module's device and dtype) and diff them."""
+def compare_with_torch(module: MultiHeadAttention, x: torch.Tensor, baseline_device: str | None = None
+                       ) -> ReferenceReport:
+    """Run the module, nn.MultiheadAttention and SDPA on x (module's device and dtype) and diff them.
+
+    The float64 baseline runs on x's device, or on ``baseline_device`` (cpu, say, on mps, which has no float64).
+    """
     if module.training:
         raise ValueError("compare_with_torch compares eval-mode numbers; call module.eval() first")
     trace = trace_forward(module, x)
     mha_output, mha_weights = torch_mha_forward(module, x)
     sdpa_output = sdpa_forward(module, x)
 
-    module64 = copy.deepcopy(module).to(torch.float64)  # never mutate the caller's (maybe shared) module
-    x64 = x.to(torch.float64)
+    device64 = baseline_device or x.device
+    module64 = copy.deepcopy(module).to(device=device64, dtype=torch.float64)  # the caller's may be shared
+    x64 = x.to(device=device64, dtype=torch.float64)
     trace64 = trace_forward(module64, x64)
     output64, weights64 = trace64.output, trace64.steps["attn_weights"]
     return ReferenceReport(

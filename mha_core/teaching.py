@@ -20,14 +20,14 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
 from . import devices, masks
 from .attention import ExplicitAttention, FusedAttention
 from .modules import MultiHeadAttention, QKVMultiHeadAttention
-from .reference import ReferenceReport, compare_with_torch, sdpa_forward, torch_mha_forward
+from .reference import ReferenceReport, compare_with_torch
 from .runs import ModuleSpec, build_module, run_trace
 from .trace import Trace, trace_forward
 
@@ -292,10 +292,6 @@ def run_cross(hidden_dim: int, n_heads: int, *, bias: bool, seed: int, device: s
 # --- references on any device ----------------------------------------------------------------------------------------
 
 
-def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.double().cpu() - b.double().cpu()).abs().max().item() if a.numel() else 0.0
-
-
 @torch.no_grad()
 def compare_on_device(spec: ModuleSpec, x: torch.Tensor, *, cpu_baseline: bool | None = None) -> ReferenceReport:
     """``compare_with_torch`` for the module of ``spec`` on x (moved to its device and dtype).
@@ -308,23 +304,4 @@ def compare_on_device(spec: ModuleSpec, x: torch.Tensor, *, cpu_baseline: bool |
     module = build_module(spec)
     weight = module.W_query.weight
     x = x.to(device=weight.device, dtype=weight.dtype)
-    if not cpu_baseline:
-        return compare_with_torch(module, x)
-    trace = trace_forward(module, x)
-    mha_output, mha_weights = torch_mha_forward(module, x)
-    sdpa_output = sdpa_forward(module, x)
-    module64 = build_module(replace(spec, device="cpu", dtype="float64"))
-    trace64 = trace_forward(module64, x.cpu().double())
-    output64, weights64 = trace64.output, trace64.steps["attn_weights"]
-    return ReferenceReport(
-        device=str(x.device),
-        dtype=str(x.dtype).removeprefix("torch."),
-        output_vs_torch_mha=_max_diff(trace.output, mha_output),
-        weights_vs_torch_mha=_max_diff(trace.steps["attn_weights"], mha_weights),
-        output_vs_sdpa=_max_diff(trace.output, sdpa_output),
-        output_vs_float64=_max_diff(trace.output, output64),
-        weights_vs_float64=_max_diff(trace.steps["attn_weights"], weights64),
-        torch_mha_output_vs_float64=_max_diff(mha_output, output64),
-        torch_mha_weights_vs_float64=_max_diff(mha_weights, weights64),
-        sdpa_output_vs_float64=_max_diff(sdpa_output, output64),
-    )
+    return compare_with_torch(module, x, baseline_device="cpu" if cpu_baseline else None)
