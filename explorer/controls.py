@@ -96,7 +96,7 @@ def notice(message: str) -> None:
 def show_notices() -> None:
     """Show and clear the queued notices. Their user text is quoted (see settings.quote)."""
     for message in st.session_state.get("notices", []):
-        st.warning(message, icon="⚠️")
+        st.warning(message, icon=":material/warning:")
     st.session_state["notices"] = []
 
 
@@ -163,8 +163,32 @@ def _forget_trained() -> None:
     _load_widgets(state.settings)
 
 
+PAGES = (  # (script, label, icon): our own navigation, so the explorer is not listed as "app"
+    ("app.py", "Explorer", ":material/search:"),
+    ("pages/1_Step_through.py", "Step through", ":material/stairs:"),
+    ("pages/2_Heads_and_references.py", "Heads and references", ":material/compare:"),
+    ("pages/3_Masks_and_cross_attention.py", "Masks and cross-attention", ":material/grid_on:"),
+    ("pages/4_Knobs_that_teach.py", "Knobs that teach", ":material/tune:"),
+    ("pages/5_Trained_heads.py", "Trained heads", ":material/school:"),
+    ("pages/6_Cost.py", "Cost", ":material/speed:"),
+)
+
+
+def navigation() -> None:
+    """Links to every page at the top of the sidebar (config hides Streamlit's own list)."""
+    from streamlit.errors import StreamlitAPIException
+
+    for script, label, icon in PAGES:
+        try:
+            st.sidebar.page_link(script, label=label, icon=icon)
+        except (StreamlitAPIException, KeyError):
+            return  # a page run on its own (AppTest) has no app to link to
+    st.sidebar.divider()
+
+
 def presenter_toggle() -> bool:
     """Presenter mode: large type and no clutter, for a projector. Kept in the URL."""
+    navigation()
     state = st.session_state
     if "_presenter" not in state:  # a non-widget copy survives page switches
         state._presenter = st.query_params.get("presenter", "").lower() in ("1", "true", "yes", "on")

@@ -74,7 +74,7 @@ if not presenter:
 for name, report in reports.items():
     if views.within_torch_error(report):
         st.success(f"{name}: our errors are within twice torch's own, as flash-attention's tests require.",
-                   icon="✅")
+                   icon=":material/check_circle:")
     else:
         st.error(f"{name}: our error is above twice torch's own (output {report.output_vs_float64:.2e}, "
                  f"weights {report.weights_vs_float64:.2e}).")

@@ -108,7 +108,7 @@ if not presenter:
 if view.fully_masked:
     where = "; ".join(f"batch element {n}: " + ", ".join(view.query_labels[i] for i in rows)
                       for n, rows in view.fully_masked)
-    st.warning(f"Fully masked rows (every key blocked) · {where}", icon="⚠️")
+    st.warning(f"Fully masked rows (every key blocked) · {where}", icon=":material/warning:")
     zero = "are exactly 0" if view.context_zero_on_masked_rows else "are NOT 0"
     st.markdown(
         f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as torch's "
