@@ -10,21 +10,27 @@ pytestmark = pytest.mark.browser
 
 
 def navigation_links(page, app_url) -> list[tuple[str, str]]:
+    """(label, absolute url) of every link in the app's own sidebar navigation."""
     page.goto(app_url)
     wait_for_app(page)
-    links = page.locator("[data-testid='stSidebarNav'] a")
-    found = [(links.nth(i).inner_text().strip(), links.nth(i).get_attribute("href")) for i in range(links.count())]
-    return [(name, href) for name, href in found if href]
+    links = page.locator("[data-testid='stSidebar'] [data-testid='stPageLink-NavLink']")
+    links.first.wait_for(timeout=60_000)
+    found = []
+    for i in range(links.count()):
+        label = links.nth(i).inner_text().strip().splitlines()[-1]  # the icon's ligature name comes first
+        href = links.nth(i).get_attribute("href") or ""
+        found.append((label, f"{app_url}/{href}"))
+    return found
 
 
 def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url):
     links = navigation_links(page, app_url)
     names = [name for name, _ in links]
-    for expected in ("Step through", "Heads and references", "Masks and cross attention", "Knobs that teach",
-                     "Trained heads"):
+    for expected in ("Explorer", "Step through", "Heads and references", "Masks and cross-attention",
+                     "Knobs that teach", "Trained heads", "Cost"):
         assert expected in names, names
     for name, href in links:
-        slug = name.lower().replace(" ", "_")
+        slug = name.lower().replace(" ", "_").replace("-", "_")
         for presenter in (False, True):
             url = href if not presenter else f"{href}{'&' if '?' in href else '?'}presenter=true"
             page.goto(url)
