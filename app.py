@@ -71,8 +71,12 @@ def main() -> None:
         for panel in view.reshapes:
             controls.show_figure(panel, presenter)
     with download_tab:
-        st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
-                           file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
+        if controls.is_heavy(settings):
+            st.info(f"The whole trace at {settings.num_heads} heads × {settings.num_tokens} tokens is hundreds of MB; "
+                    "the .npz download is offered up to b·h·T² = 1,048,576 attention cells (16 heads × 256 tokens).")
+        else:
+            st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
+                               file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
         st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
 
     controls.sync_url(settings, view_batch=int(batch_index), head=enlarge_choice)

@@ -8,7 +8,12 @@ writes any correction back into the widgets before the rerun draws them.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
+import gc
 import logging
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -216,15 +221,74 @@ PRESENTER_CSS = """
 
 # --- caches: keyed on settings, never on arrays ----------------------------------------------------------------------
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=4, ttl=600, show_spinner=False)
 def cached_module(spec: runs.ModuleSpec):
     """One module per settings, shared read-only by every session (never mutate it)."""
     return runs.build_module(spec)
 
 
+HEAVY_RUNS = threading.BoundedSemaphore(1)  # big runs one at a time, process-wide
+HEAVY_CELLS = 2**20  # b·h·T² above which a run waits for the others (4 MiB per float32 attention matrix)
+
+
+def is_heavy(settings: Settings) -> bool:
+    return settings.batch_size * settings.num_heads * settings.num_tokens**2 > HEAVY_CELLS
+
+
+@contextlib.contextmanager
+def heavy_gate(settings: Settings):
+    """Let one big run at a time hold its trace (up to ~4·b·h·T² floats); small runs pass straight through.
+
+    Two students at the largest setting at once would need twice the memory; the second one waits, then
+    usually finds the first one's figures in the cache. Afterwards the freed memory is handed back to the OS.
+    """
+    if not is_heavy(settings):
+        yield
+        return
+    with HEAVY_RUNS:
+        try:
+            yield
+        finally:
+            release_memory()
+
+
+def gated(cached_function):
+    """Put a cached function taking settings first behind ``heavy_gate`` (outside its cache, so a waiting
+    session finds the first one's result)."""
+
+    @functools.wraps(cached_function)
+    def run(settings: Settings, *args, **kwargs):
+        with heavy_gate(settings):
+            return cached_function(settings, *args, **kwargs)
+
+    return run
+
+
+def release_memory() -> None:
+    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them)."""
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc():
+    """glibc, tuned so a big trace's memory goes back to the OS: 2 arenas, blocks ≥ 1 MiB mmapped."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+        return libc
+    except (OSError, AttributeError):  # not glibc (macOS, musl): the defaults stay
+        return None
+
+
+_LIBC = _load_libc()
+
+
+@gated
 @st.cache_data(max_entries=16, ttl=3600, show_spinner="Running the module…")
 def cached_view(settings: Settings, batch_index: int, enlarge: int | None, presenter: bool):
-    """The explorer's figures for one setting: keyed on settings, never on arrays; the trace is dropped."""
+    """The explorer's figures, keyed on settings, never on arrays; the trace is dropped once they are built."""
     from . import panels
 
     module, x, labels = module_and_input(settings)
@@ -250,8 +314,9 @@ def npz_download(settings: Settings):
     """A callable for st.download_button: the whole trace as .npz, computed only on click."""
 
     def make() -> bytes:
-        module, x, labels = module_and_input(settings)
-        return runs.trace_npz(runs.run_trace(module, x, train=settings.train, seed=settings.seed), labels)
+        with heavy_gate(settings):
+            module, x, labels = module_and_input(settings)
+            return runs.trace_npz(runs.run_trace(module, x, train=settings.train, seed=settings.seed), labels)
 
     return make
 

@@ -233,12 +233,16 @@ def _color_range(z: np.ndarray, kind: _Kind, name: str, zmin: float | None, zmax
     elif zmin is not None and zmax is not None:
         lo, hi = zmin, zmax
     else:
-        finite = z[np.isfinite(z)]
-        if kind.diverging:
-            m = float(np.abs(finite).max()) if finite.size else 1.0
+        lo, hi = math.inf, -math.inf
+        for head in z.reshape(-1, *z.shape[-2:]):  # one head at a time: a 16 × 1024² stack is not copied whole
+            finite = head[np.isfinite(head)]
+            if finite.size:
+                lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
+        if lo > hi:  # no finite value at all
+            lo, hi = (-1.0, 1.0) if kind.diverging else (0.0, 1.0)
+        elif kind.diverging:
+            m = max(abs(lo), abs(hi))
             lo, hi = -m, m
-        else:
-            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         lo, hi = (lo if zmin is None else zmin), (hi if zmax is None else zmax)
     if not hi > lo:  # a constant matrix: give the scale some width around the value
         lo, hi = lo - 0.5, hi + 0.5
@@ -250,6 +254,11 @@ def _block_factor(n: int, blocks: int) -> int:
 
 
 def _block_reduce(z: np.ndarray, fi: int, fj: int, how: str) -> np.ndarray:
+    """(h, i, j) -> (h, ceil(i / fi), ceil(j / fj)), one head at a time, so temporaries stay one head big."""
+    return np.concatenate([_block_reduce_stack(z[k : k + 1], fi, fj, how) for k in range(z.shape[0])])
+
+
+def _block_reduce_stack(z: np.ndarray, fi: int, fj: int, how: str) -> np.ndarray:
     """(h, i, j) -> (h, ceil(i / fi), ceil(j / fj)): each fi × fj block becomes one cell.
 
     how="max" for attention weights and masks. Weights are sparse: a head that attends to one key puts

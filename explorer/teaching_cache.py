@@ -61,11 +61,10 @@ _SPIN = "Running the module…"
 
 
 def _module_and_input(settings: Settings):
-    module = controls.cached_module(settings.module_spec())  # shared: read only
-    x, labels = runs.build_input(settings.input_spec())
-    return module, x, labels
+    return controls.module_and_input(settings)  # the module is shared: read only
 
 
+@controls.gated
 @st.cache_data(max_entries=64, ttl=3600, show_spinner=_SPIN)
 def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
     module, x, labels = _module_and_input(settings)
@@ -74,6 +73,7 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
                                  dropout_active=settings.train and settings.dropout > 0)
 
 
+@controls.gated
 @st.cache_data(max_entries=16, ttl=3600, show_spinner=_SPIN)
 def heads_view(settings: Settings, batch_index: int, presenter: bool) -> views.HeadsView:
     module, x, labels = _module_and_input(settings)
@@ -96,6 +96,7 @@ def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:
     return columns
 
 
+@controls.gated
 @st.cache_data(max_entries=16, ttl=3600, show_spinner="Running torch's references…")
 def references(settings: Settings) -> dict[str, ReferenceReport]:
     """compare_with_torch for the settings' module in each dtype of ``reference_dtypes``, on the chosen device."""
@@ -105,6 +106,7 @@ def references(settings: Settings) -> dict[str, ReferenceReport]:
             for name, device, dtype in reference_dtypes(settings)}
 
 
+@controls.gated
 @st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
 def masks_view(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams, batch_index: int,
                implementation: str, presenter: bool) -> views.MasksView:
@@ -118,12 +120,14 @@ def masks_view(settings: Settings, tgt_len: int, src_len: int, params: teaching.
                                   implementation=implementation, presenter=presenter)
 
 
+@controls.gated
 @st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
 def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> views.TemperatureView:
     module, x, labels = _module_and_input(settings)
     return views.build_temperature_view(module, x, labels, float(multiplier), presenter=presenter)
 
 
+@controls.gated
 @st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
 def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> views.DropoutView:
     """Dropout p = percent/100 on the settings' module (same weights: dropout has no parameters), in train mode."""
@@ -133,6 +137,7 @@ def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -
     return views.build_dropout_view(module, x, labels, p, settings.seed + draw, presenter=presenter)
 
 
+@controls.gated
 @st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
 def preset_view(settings: Settings, preset: str, presenter: bool) -> views.PresetView:
     module, x, labels = _module_and_input(settings)

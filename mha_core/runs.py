@@ -15,6 +15,7 @@ import torch
 
 from . import devices, inputs
 from .modules import MultiHeadAttention
+from .rng import seeded
 from .trace import Trace, trace_forward
 
 INPUT_KINDS = ("book", "random", "text")
@@ -46,8 +47,7 @@ class InputSpec:
 def build_module(spec: ModuleSpec) -> MultiHeadAttention:
     """A fresh eval-mode module, seeded without disturbing the caller's global RNG."""
     device, dtype = devices.resolve(spec.device, spec.dtype)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(spec.seed)
+    with seeded(spec.seed):
         module = MultiHeadAttention(
             spec.d_in, spec.d_out, spec.context_length, spec.dropout, spec.num_heads, qkv_bias=spec.qkv_bias
         )
@@ -85,8 +85,7 @@ def run_trace(module: MultiHeadAttention, x: torch.Tensor, *, train: bool = Fals
     if not train:
         return trace_forward(module, x, **kwargs)
     training_copy = copy.deepcopy(module).train()
-    with torch.random.fork_rng(devices=[weight.device] if weight.device.type == "cuda" else []):
-        torch.manual_seed(seed)
+    with seeded(seed, weight.device):  # dropout draws from the global RNG
         return trace_forward(training_copy, x, **kwargs)
 
 

@@ -28,6 +28,7 @@ from . import devices, masks
 from .attention import ExplicitAttention, FusedAttention
 from .modules import MultiHeadAttention, QKVMultiHeadAttention
 from .reference import ReferenceReport, compare_with_torch
+from .rng import seeded
 from .runs import ModuleSpec, build_module, run_trace
 from .trace import Trace, trace_forward
 
@@ -143,7 +144,7 @@ def positional_module(pattern: str, num_tokens: int, num_heads: int, strength: f
         raise ValueError(f"positional presets take 1–{MAX_PRESET_TOKENS} tokens, got {num_tokens}")
     targets = pattern_targets(pattern, num_tokens)
     T, h = num_tokens, num_heads
-    with torch.random.fork_rng(devices=[]):  # every weight is overwritten below; leave the caller's RNG alone
+    with seeded(None):  # every weight is overwritten below; leave the caller's RNG alone
         module = MultiHeadAttention(T, h * T, T, 0.0, h, qkv_bias=False)
     shift = torch.zeros(T, T)
     shift[targets, range(T)] = strength * math.sqrt(T)  # column t (input e_t) -> c·√T·e_target(t)
@@ -196,8 +197,7 @@ def build_qkv_module(hidden_dim: int, n_heads: int, *, implementation: str = "ex
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
     attention = ExplicitAttention() if implementation == "explicit" else FusedAttention()
     torch_device, torch_dtype = devices.resolve(device, dtype)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         module = QKVMultiHeadAttention(hidden_dim, n_heads, attention=attention, bias=bias)
     return module.to(device=torch_device, dtype=torch_dtype).eval()
 

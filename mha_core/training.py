@@ -42,6 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .modules import MultiHeadAttention
+from .rng import seeded
 from .trace import trace_forward
 
 NOT_SCORED = -1  # attend_to value for a position the task does not score
@@ -658,13 +659,6 @@ def _cosine_decay(total_steps: int) -> Callable[[int], float]:
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total_steps) / total_steps))
 
 
-def _cuda_indices(device: torch.device) -> list[int]:
-    """The CUDA device whose RNG ``fork_rng`` must save and restore (none on the CPU)."""
-    if device.type != "cuda":
-        return []
-    return [device.index if device.index is not None else torch.cuda.current_device()]
-
-
 def run(config: TrainConfig, *, progress=None, should_stop=None) -> TrainResult:
     """Train on an already validated config (see ``train`` and ``make_config``)."""
     if torch.device(config.device).type == "cpu":
@@ -677,8 +671,7 @@ def _run(config: TrainConfig, progress, should_stop) -> TrainResult:
     start = time.perf_counter()
     task = TASKS[config.task]
     device = torch.device(config.device)
-    with torch.random.fork_rng(devices=_cuda_indices(device)):
-        torch.manual_seed(config.seed)
+    with seeded(config.seed, device):
         model = build_model(config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine_decay(config.steps))

@@ -11,72 +11,95 @@ import streamlit as st
 from explorer import controls, teaching_cache
 from explorer import teaching as views
 
-st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩",
-                   layout="wide")
+st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")
 
-presenter = controls.presenter_toggle()
-settings = controls.settings_sidebar()
-state = st.session_state
 
-teaching_cache.seed_int("heads_batch", "batch", 0, 0, settings.batch_size - 1)
-st.sidebar.header("View")
-st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="heads_batch")
-batch_index = int(state.heads_batch)
+def main() -> None:
+    presenter = controls.presenter_toggle()
+    settings = controls.settings_sidebar()
+    state = st.session_state
 
-st.title("Heads and references")
-controls.show_notices()
+    teaching_cache.seed_int("heads_batch", "batch", 0, 0, settings.batch_size - 1)
+    st.sidebar.header("View")
+    st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="heads_batch")
+    batch_index = int(state.heads_batch)
 
-# --- 1. separate heads vs the batched module ---------------------------------------------------------------------
-st.header("h separate heads = one batched module")
-if not presenter:
-    st.markdown(
-        "Section 3.6.2 of the book replaces `MultiHeadAttentionWrapper` (a list of causal heads, each with its own "
-        "small W_query, W_key, W_value, run one after another and concatenated) by one module that projects once, "
-        "splits the result into heads with `view` and `transpose`, and runs every head in one matmul. Below, each "
-        "head is computed alone with its own slice of the batched weights, beside the batched module's head."
+    st.title("Heads and references")
+    controls.show_notices()
+
+    # --- 1. separate heads vs the batched module ---------------------------------------------------------------------
+    st.header("h separate heads = one batched module")
+    if not presenter:
+        st.markdown(
+            "Section 3.6.2 of the book replaces `MultiHeadAttentionWrapper` (a list of causal heads, each with its own "
+            "small W_query, W_key, W_value, run one after another and concatenated) by one module that projects once, "
+            "splits the result into heads with `view` and `transpose`, and runs every head in one matmul. Below, each "
+            "head is computed alone with its own slice of the batched weights, beside the batched module's head."
+        )
+        if settings.train:
+            st.info(
+                "Train mode is on in the sidebar; this comparison runs in eval mode (no dropout), so it is "
+                "deterministic."
+            )
+
+    heads_view = teaching_cache.heads_view(settings, batch_index, presenter)
+    diffs = pd.DataFrame(
+        {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
     )
-    if settings.train:
-        st.info("Train mode is on in the sidebar; this comparison runs in eval mode (no dropout), so it is "
-                "deterministic.")
-
-heads_view = teaching_cache.heads_view(settings, batch_index, presenter)
-diffs = pd.DataFrame({"step": list(heads_view.max_abs_diff),
-                      "max |separate − batched|": list(heads_view.max_abs_diff.values())})
-worst = max(heads_view.max_abs_diff.values())
-st.metric("largest difference, any step, any head", "0: bit for bit" if worst == 0 else f"{worst:.3g}")
-st.dataframe(diffs, hide_index=True, key="heads_diffs", width="content",
-             column_config={"max |separate − batched|": st.column_config.NumberColumn(format="%.3e")})
-panels = heads_view.panels if not presenter else heads_view.panels[-1:]
-for panel in panels:
-    teaching_cache.show_panel(panel, presenter)
-
-# --- 2. torch's references ---------------------------------------------------------------------------------------
-st.header("Against torch's own attention")
-st.markdown(views.FUSED_NO_WEIGHTS)
-columns = teaching_cache.reference_dtypes(settings)
-if not presenter:
-    st.markdown(
-        f"The module's weights are copied into `torch.nn.MultiheadAttention` (causal mask translated to its "
-        "True = blocked convention, per-head weights requested) and its projections are fed to "
-        f"`F.scaled_dot_product_attention(is_causal=True)`, on **{settings.device}**. The float64 baseline is the "
-        "same module in float64: our float error should be about torch's own, at most about twice it."
+    worst = max(heads_view.max_abs_diff.values())
+    st.metric("largest difference, any step, any head", "0: bit for bit" if worst == 0 else f"{worst:.3g}")
+    st.dataframe(
+        diffs,
+        hide_index=True,
+        key="heads_diffs",
+        width="content",
+        column_config={"max |separate − batched|": st.column_config.NumberColumn(format="%.3e")},
     )
-    moved = [name for name, _, _ in columns if name.endswith("(cpu)")]
-    if moved:
-        st.info(f"{settings.device} has no float64, so the float64 column runs on the cpu.")
-reports = teaching_cache.references(settings)
-table = pd.DataFrame(views.reference_table(reports))
-st.dataframe(table, hide_index=True, key="reference_table", width="stretch",
-             column_config={name: st.column_config.NumberColumn(format="%.2e") for name in reports})
-if not presenter:
-    st.caption("In the float64 column the baseline is the module itself, so our own error there reads 0; torch's "
-               "rows show how far torch's float64 kernels are from ours.")
-for name, report in reports.items():
-    if views.within_torch_error(report):
-        st.success(f"{name}: our errors are within twice torch's own, as flash-attention's tests require.",
-                   icon=":material/check_circle:")
-    else:
-        st.error(f"{name}: our error is above twice torch's own (output {report.output_vs_float64:.2e}, "
-                 f"weights {report.weights_vs_float64:.2e}).")
+    panels = heads_view.panels if not presenter else heads_view.panels[-1:]
+    for panel in panels:
+        teaching_cache.show_panel(panel, presenter)
 
-controls.sync_url(settings, batch=batch_index)
+    # --- 2. torch's references ---------------------------------------------------------------------------------------
+    st.header("Against torch's own attention")
+    st.markdown(views.FUSED_NO_WEIGHTS)
+    columns = teaching_cache.reference_dtypes(settings)
+    if not presenter:
+        st.markdown(
+            f"The module's weights are copied into `torch.nn.MultiheadAttention` (causal mask translated to its "
+            "True = blocked convention, per-head weights requested) and its projections are fed to "
+            f"`F.scaled_dot_product_attention(is_causal=True)`, on **{settings.device}**. The float64 baseline is the "
+            "same module in float64: our float error should be about torch's own, at most about twice it."
+        )
+        moved = [name for name, _, _ in columns if name.endswith("(cpu)")]
+        if moved:
+            st.info(f"{settings.device} has no float64, so the float64 column runs on the cpu.")
+    reports = teaching_cache.references(settings)
+    table = pd.DataFrame(views.reference_table(reports))
+    st.dataframe(
+        table,
+        hide_index=True,
+        key="reference_table",
+        width="stretch",
+        column_config={name: st.column_config.NumberColumn(format="%.2e") for name in reports},
+    )
+    if not presenter:
+        st.caption(
+            "In the float64 column the baseline is the module itself, so our own error there reads 0; torch's "
+            "rows show how far torch's float64 kernels are from ours."
+        )
+    for name, report in reports.items():
+        if views.within_torch_error(report):
+            st.success(
+                f"{name}: our errors are within twice torch's own, as flash-attention's tests require.",
+                icon=":material/check_circle:",
+            )
+        else:
+            st.error(
+                f"{name}: our error is above twice torch's own (output {report.output_vs_float64:.2e}, "
+                f"weights {report.weights_vs_float64:.2e})."
+            )
+
+    controls.sync_url(settings, batch=batch_index)
+
+
+controls.run_page(main)

@@ -14,143 +14,171 @@ from explorer import teaching as views
 from mha_core import masks, teaching
 from mha_core.teaching import MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
 
-st.set_page_config(page_title="Masks and cross-attention · Multi-Head Attention Explorer", page_icon="🎭",
-                   layout="wide")
+st.set_page_config(
+    page_title="Masks and cross-attention · Multi-Head Attention Explorer", page_icon="🎭", layout="wide"
+)
 
-presenter = controls.presenter_toggle()
-settings = controls.settings_sidebar()
-state = st.session_state
-seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
-batch_size = settings.batch_size
 
-st.title("Masks and cross-attention")
-tgt_len = seed_int("masks_tgt", "tgt_len", 4, 1, MAX_CROSS_TOKENS)
-src_len = seed_int("masks_src", "src_len", 6, 1, MAX_CROSS_TOKENS)
-seed_choice("masks_kind", "mask", "causal", MASK_KINDS)
-seed_choice("masks_impl", "impl", "explicit", teaching.IMPLEMENTATIONS)
-seed_int("masks_batch", "batch", 0, 0, batch_size - 1)
+def main() -> None:
+    presenter = controls.presenter_toggle()
+    settings = controls.settings_sidebar()
+    state = st.session_state
+    seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
+    batch_size = settings.batch_size
 
-controls_box = st.expander("Lengths, mask and implementation", expanded=False) if presenter else st.container()
-with controls_box:
-    c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 2, 1])
-    c1.slider("query length (tgt_len)", 1, MAX_CROSS_TOKENS, key="masks_tgt")
-    c2.slider("key length (src_len)", 1, MAX_CROSS_TOKENS, key="masks_src")
-    kind = c3.selectbox("mask", MASK_KINDS, key="masks_kind")
-    implementation = c4.radio("attention implementation", teaching.IMPLEMENTATIONS, key="masks_impl",
-                              horizontal=True)
-    batch_index = int(c5.number_input("batch element", 0, batch_size - 1, key="masks_batch"))
+    st.title("Masks and cross-attention")
+    tgt_len = seed_int("masks_tgt", "tgt_len", 4, 1, MAX_CROSS_TOKENS)
+    src_len = seed_int("masks_src", "src_len", 6, 1, MAX_CROSS_TOKENS)
+    seed_choice("masks_kind", "mask", "causal", MASK_KINDS)
+    seed_choice("masks_impl", "impl", "explicit", teaching.IMPLEMENTATIONS)
+    seed_int("masks_batch", "batch", 0, 0, batch_size - 1)
 
-    page_params: dict[str, object] = {}
-    params = MaskParams(kind=kind, seed=settings.seed)
-    if kind == "padding":
-        st.caption("Padding: each batch element may attend only to its first *length* keys (the rest is padding).")
-        cols = st.columns(min(batch_size, 8))
-        lengths = []
-        for n in range(batch_size):
-            seed_int(f"masks_len{n}", f"len{n}", src_len - n, 0, src_len)
-            lengths.append(int(cols[n].number_input(f"length, batch {n}", 0, src_len, key=f"masks_len{n}")))
-            page_params[f"len{n}"] = lengths[-1]
-        params = MaskParams(kind=kind, lengths=tuple(lengths))
-    elif kind == "sliding window":
-        seed_int("masks_window", "window", 2, 1, src_len)
-        seed_choice("masks_side", "window_side", "causal", ("causal", "both"))
-        w1, w2 = st.columns(2)
-        window = int(w1.slider("window: keys within this distance", 1, src_len, key="masks_window"))
-        side = w2.radio("which side", ("causal", "both"), key="masks_side", horizontal=True,
-                        help="causal: earlier keys only; both: earlier and later")
-        params = MaskParams(kind=kind, window=window, causal_only=side == "causal")
-        page_params |= {"window": window, "window_side": side}
-    elif kind == "random":
-        seed_int("masks_keep", "keep", 70, 0, 100)
-        keep = int(st.slider("chance a position is kept (%)", 0, 100, key="masks_keep"))
-        params = MaskParams(kind=kind, keep_percent=keep, seed=settings.seed)
-        page_params["keep"] = keep
-    elif kind == "custom":
-        base_key = f"masks_custom_base_{tgt_len}x{src_len}"
-        editor_key = f"masks_editor_{tgt_len}x{src_len}"
-        full_row = 2**src_len - 1
-        if base_key not in state:  # first time at this size: the URL's rows, else causal
-            causal_rows = teaching.mask_to_bits(masks.causal(tgt_len, src_len))
-            state[base_key] = [controls.url_int(f"m{i}", causal_rows[i], 0, full_row) for i in range(tgt_len)]
+    controls_box = st.expander("Lengths, mask and implementation", expanded=False) if presenter else st.container()
+    with controls_box:
+        c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 2, 1])
+        c1.slider("query length (tgt_len)", 1, MAX_CROSS_TOKENS, key="masks_tgt")
+        c2.slider("key length (src_len)", 1, MAX_CROSS_TOKENS, key="masks_src")
+        kind = c3.selectbox("mask", MASK_KINDS, key="masks_kind")
+        implementation = c4.radio(
+            "attention implementation", teaching.IMPLEMENTATIONS, key="masks_impl", horizontal=True
+        )
+        batch_index = int(c5.number_input("batch element", 0, batch_size - 1, key="masks_batch"))
 
-        def _reset(rows: list[int]) -> None:
-            state[base_key] = rows
-            state.pop(editor_key, None)
+        page_params: dict[str, object] = {}
+        params = MaskParams(kind=kind, seed=settings.seed)
+        if kind == "padding":
+            st.caption("Padding: each batch element may attend only to its first *length* keys (the rest is padding).")
+            cols = st.columns(min(batch_size, 8))
+            lengths = []
+            for n in range(batch_size):
+                seed_int(f"masks_len{n}", f"len{n}", src_len - n, 0, src_len)
+                lengths.append(int(cols[n].number_input(f"length, batch {n}", 0, src_len, key=f"masks_len{n}")))
+                page_params[f"len{n}"] = lengths[-1]
+            params = MaskParams(kind=kind, lengths=tuple(lengths))
+        elif kind == "sliding window":
+            seed_int("masks_window", "window", 2, 1, src_len)
+            seed_choice("masks_side", "window_side", "causal", ("causal", "both"))
+            w1, w2 = st.columns(2)
+            window = int(w1.slider("window: keys within this distance", 1, src_len, key="masks_window"))
+            side = w2.radio(
+                "which side",
+                ("causal", "both"),
+                key="masks_side",
+                horizontal=True,
+                help="causal: earlier keys only; both: earlier and later",
+            )
+            params = MaskParams(kind=kind, window=window, causal_only=side == "causal")
+            page_params |= {"window": window, "window_side": side}
+        elif kind == "random":
+            seed_int("masks_keep", "keep", 70, 0, 100)
+            keep = int(st.slider("chance a position is kept (%)", 0, 100, key="masks_keep"))
+            params = MaskParams(kind=kind, keep_percent=keep, seed=settings.seed)
+            page_params["keep"] = keep
+        elif kind == "custom":
+            base_key = f"masks_custom_base_{tgt_len}x{src_len}"
+            editor_key = f"masks_editor_{tgt_len}x{src_len}"
+            full_row = 2**src_len - 1
+            if base_key not in state:  # first time at this size: the URL's rows, else causal
+                causal_rows = teaching.mask_to_bits(masks.causal(tgt_len, src_len))
+                state[base_key] = [controls.url_int(f"m{i}", causal_rows[i], 0, full_row) for i in range(tgt_len)]
 
-        b1, b2, b3, _ = st.columns([1, 1, 1, 3])
-        b1.button("all may attend", key="masks_all", on_click=_reset, args=([full_row] * tgt_len,))
-        b2.button("none may attend", key="masks_none", on_click=_reset, args=([0] * tgt_len,))
-        b3.button("causal", key="masks_causal",
-                  on_click=_reset, args=(teaching.mask_to_bits(masks.causal(tgt_len, src_len)),))
-        q_names = [f"q{i}" for i in range(tgt_len)]
-        k_names = [f"k{j}" for j in range(src_len)]
-        base = pd.DataFrame(teaching.mask_from_bits(state[base_key], src_len).numpy(), index=q_names,
-                            columns=k_names)
-        st.caption("Tick a cell to let that query attend to that key. Empty rows and columns are allowed.")
-        edited = st.data_editor(base, key=editor_key, width="content",
-                                column_config={k: st.column_config.CheckboxColumn(k, width="small")
-                                               for k in k_names})
-        rows = teaching.mask_to_bits(torch.tensor(edited.to_numpy(dtype=bool)).reshape(tgt_len, src_len))
-        params = MaskParams(kind=kind, custom=tuple(rows))
-        page_params |= {f"m{i}": bits for i, bits in enumerate(rows)}
+            def _reset(rows: list[int]) -> None:
+                state[base_key] = rows
+                state.pop(editor_key, None)
 
-controls.show_notices()
-view = teaching_cache.masks_view(settings, tgt_len, src_len, params, batch_index, implementation, presenter)
+            b1, b2, b3, _ = st.columns([1, 1, 1, 3])
+            b1.button("all may attend", key="masks_all", on_click=_reset, args=([full_row] * tgt_len,))
+            b2.button("none may attend", key="masks_none", on_click=_reset, args=([0] * tgt_len,))
+            b3.button(
+                "causal",
+                key="masks_causal",
+                on_click=_reset,
+                args=(teaching.mask_to_bits(masks.causal(tgt_len, src_len)),),
+            )
+            q_names = [f"q{i}" for i in range(tgt_len)]
+            k_names = [f"k{j}" for j in range(src_len)]
+            base = pd.DataFrame(
+                teaching.mask_from_bits(state[base_key], src_len).numpy(), index=q_names, columns=k_names
+            )
+            st.caption("Tick a cell to let that query attend to that key. Empty rows and columns are allowed.")
+            edited = st.data_editor(
+                base,
+                key=editor_key,
+                width="content",
+                column_config={k: st.column_config.CheckboxColumn(k, width="small") for k in k_names},
+            )
+            rows = teaching.mask_to_bits(torch.tensor(edited.to_numpy(dtype=bool)).reshape(tgt_len, src_len))
+            params = MaskParams(kind=kind, custom=tuple(rows))
+            page_params |= {f"m{i}": bits for i, bits in enumerate(rows)}
 
-if not presenter:
-    st.markdown(
-        f"`QKVMultiHeadAttention(hidden_dim={settings.d_out}, n_heads={settings.num_heads})`: {tgt_len} queries "
-        f"(q0…) attend to {src_len} keys and values (k0…) from another sequence, batch {batch_size}. Seeded random "
-        "embeddings; the heads and widths come from the sidebar."
+    controls.show_notices()
+    view = teaching_cache.masks_view(settings, tgt_len, src_len, params, batch_index, implementation, presenter)
+
+    if not presenter:
+        st.markdown(
+            f"`QKVMultiHeadAttention(hidden_dim={settings.d_out}, n_heads={settings.num_heads})`: {tgt_len} queries "
+            f"(q0…) attend to {src_len} keys and values (k0…) from another sequence, batch {batch_size}. Seeded random "
+            "embeddings; the heads and widths come from the sidebar."
+        )
+
+    # --- fully masked rows -------------------------------------------------------------------------------------------
+    if view.fully_masked:
+        where = "; ".join(
+            f"batch element {n}: " + ", ".join(view.query_labels[i] for i in rows) for n, rows in view.fully_masked
+        )
+        st.warning(f"Fully masked rows (every key blocked) · {where}", icon=":material/warning:")
+        zero = "are exactly 0" if view.context_zero_on_masked_rows else "are NOT 0"
+        st.markdown(
+            f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as torch's "
+            "fused kernel gives, so their output is just `out_project`'s bias"
+            f"{' (zero here: qkv_bias is off)' if not settings.qkv_bias else ''}. A hand-written softmax would divide "
+            f"0 by 0 instead: on these very scores it gives NaN in {view.handwritten_nan_rows} "
+            "(batch, head, query) rows."
+        )
+
+    # --- explicit vs fused -------------------------------------------------------------------------------------------
+    tolerance = views.agreement_tolerance(settings.dtype)
+    m1, m2 = st.columns(2)
+    m1.metric("max |explicit − fused| output", f"{view.max_diff_explicit_fused:.2e}")
+    m2.metric(
+        "implementations agree",
+        "yes" if view.max_diff_explicit_fused <= tolerance else "no",
+        help=f"agree = max difference at most {tolerance:.1e} in {settings.dtype}",
+    )
+    if not presenter:
+        st.caption(
+            "Both implementations run with the same weights, inputs and mask. The fused kernel returns no "
+            "weights, so the weights below are always the explicit path's; the output is the chosen one's."
+        )
+
+    panels = {panel.key: panel for panel in view.panels}
+    if presenter:
+        for key in ("mask", "weights"):
+            if key in panels:
+                teaching_cache.show_panel(panels[key], presenter)
+    else:
+        if "mask" in panels:
+            mask_col, conventions_col = st.columns(2, gap="large")
+            with mask_col:
+                teaching_cache.show_panel(panels["mask"], presenter)
+            with conventions_col:  # one mask, two conventions
+                st.subheader("One mask, two conventions")
+                st.markdown("**Here** (and in `F.scaled_dot_product_attention`): `True` = may attend")
+                if view.ours_text:
+                    st.code(view.ours_text, language=None)
+                st.markdown("**`nn.MultiheadAttention`**: `attn_mask = masks.to_blocked(mask)`, `True` = blocked")
+                if view.blocked_text:
+                    st.code(view.blocked_text, language=None)
+                if not view.ours_text:
+                    st.caption(f"Too wide to print ({src_len} keys); the heatmap shows it.")
+        teaching_cache.show_panel(panels["weights"], presenter)
+        output_col, _ = st.columns(2)
+        with output_col:
+            teaching_cache.show_panel(panels["output"], presenter)
+
+    controls.sync_url(
+        settings, tgt_len=tgt_len, src_len=src_len, mask=kind, impl=implementation, batch=batch_index, **page_params
     )
 
-# --- fully masked rows -------------------------------------------------------------------------------------------
-if view.fully_masked:
-    where = "; ".join(f"batch element {n}: " + ", ".join(view.query_labels[i] for i in rows)
-                      for n, rows in view.fully_masked)
-    st.warning(f"Fully masked rows (every key blocked) · {where}", icon=":material/warning:")
-    zero = "are exactly 0" if view.context_zero_on_masked_rows else "are NOT 0"
-    st.markdown(
-        f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as torch's "
-        "fused kernel gives, so their output is just `out_project`'s bias"
-        f"{' (zero here: qkv_bias is off)' if not settings.qkv_bias else ''}. A hand-written softmax would divide "
-        f"0 by 0 instead: on these very scores it gives NaN in {view.handwritten_nan_rows} (batch, head, query) rows."
-    )
 
-# --- explicit vs fused -------------------------------------------------------------------------------------------
-tolerance = views.agreement_tolerance(settings.dtype)
-m1, m2 = st.columns(2)
-m1.metric("max |explicit − fused| output", f"{view.max_diff_explicit_fused:.2e}")
-m2.metric("implementations agree", "yes" if view.max_diff_explicit_fused <= tolerance else "no",
-          help=f"agree = max difference at most {tolerance:.1e} in {settings.dtype}")
-if not presenter:
-    st.caption("Both implementations run with the same weights, inputs and mask. The fused kernel returns no "
-               "weights, so the weights below are always the explicit path's; the output is the chosen one's.")
-
-panels = {panel.key: panel for panel in view.panels}
-if presenter:
-    for key in ("mask", "weights"):
-        if key in panels:
-            teaching_cache.show_panel(panels[key], presenter)
-else:
-    if "mask" in panels:
-        mask_col, conventions_col = st.columns(2, gap="large")
-        with mask_col:
-            teaching_cache.show_panel(panels["mask"], presenter)
-        with conventions_col:  # one mask, two conventions
-            st.subheader("One mask, two conventions")
-            st.markdown("**Here** (and in `F.scaled_dot_product_attention`): `True` = may attend")
-            if view.ours_text:
-                st.code(view.ours_text, language=None)
-            st.markdown("**`nn.MultiheadAttention`**: `attn_mask = masks.to_blocked(mask)`, `True` = blocked")
-            if view.blocked_text:
-                st.code(view.blocked_text, language=None)
-            if not view.ours_text:
-                st.caption(f"Too wide to print ({src_len} keys); the heatmap shows it.")
-    teaching_cache.show_panel(panels["weights"], presenter)
-    output_col, _ = st.columns(2)
-    with output_col:
-        teaching_cache.show_panel(panels["output"], presenter)
-
-controls.sync_url(settings, tgt_len=tgt_len, src_len=src_len, mask=kind, impl=implementation, batch=batch_index,
-                  **page_params)
+controls.run_page(main)

@@ -12,90 +12,103 @@ from mha_core import teaching
 
 st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer", page_icon="🎛️", layout="wide")
 
-presenter = controls.presenter_toggle()
-settings = controls.settings_sidebar()
-state = st.session_state
-seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
 
-multiplier = seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
-default_percent = round(settings.dropout * 100) if settings.dropout >= 0.05 else 50
-seed_int("knobs_drop", "drop", default_percent, 5, 90)
-seed_int("knobs_draw", "draw", 0, 0, 999)
-seed_choice("knobs_preset", "preset", "previous", teaching.PRESETS)
+def main() -> None:
+    presenter = controls.presenter_toggle()
+    settings = controls.settings_sidebar()
+    seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
 
-st.title("Knobs that teach")
-controls.show_notices()
+    multiplier = seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
+    default_percent = round(settings.dropout * 100) if settings.dropout >= 0.05 else 50
+    seed_int("knobs_drop", "drop", default_percent, 5, 90)
+    seed_int("knobs_draw", "draw", 0, 0, 999)
+    seed_choice("knobs_preset", "preset", "previous", teaching.PRESETS)
 
+    st.title("Knobs that teach")
+    controls.show_notices()
 
-def show(panels, pairs_from: int = 1) -> None:
-    """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone)."""
-    if presenter:
-        teaching_cache.show_panel(panels[0], presenter)
-        return
-    for panel in panels[:pairs_from]:
-        teaching_cache.show_panel(panel, presenter)
-    rest = panels[pairs_from:]
-    for start in range(0, len(rest), 2):
-        for column, panel in zip(st.columns(2), rest[start : start + 2], strict=False):
-            with column:
-                teaching_cache.show_panel(panel, presenter)
+    def show(panels, pairs_from: int = 1) -> None:
+        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone)."""
+        if presenter:
+            teaching_cache.show_panel(panels[0], presenter)
+            return
+        for panel in panels[:pairs_from]:
+            teaching_cache.show_panel(panel, presenter)
+        rest = panels[pairs_from:]
+        for start in range(0, len(rest), 2):
+            for column, panel in zip(st.columns(2), rest[start : start + 2], strict=False):
+                with column:
+                    teaching_cache.show_panel(panel, presenter)
 
-
-# --- 1. the softmax scale ------------------------------------------------------------------------------------------
-st.header("1. Softmax scale (temperature)")
-head_dim = settings.head_dim
-multiplier = st.select_slider(
-    "softmax scale, in units of 1/√head_dim", SCALE_MULTIPLIERS, key="knobs_scale",
-    format_func=lambda m: f"×{m} → {float(m) / head_dim ** 0.5:.3g}" + (" (the book)" if m == "1" else ""),
-)
-temperature = teaching_cache.temperature_view(settings, multiplier, presenter)
-if not presenter:
-    st.markdown(
-        f"The weights are softmax(scores × scale). The book's scale is 1/√head_dim = {1 / head_dim ** 0.5:.3g}; "
-        f"the temperature τ = 1/×{multiplier} = {1 / float(multiplier):.3g} is its inverse, in those units. A "
-        "larger scale (lower temperature) sharpens each row towards one-hot, entropy 0; a smaller one flattens it "
-        "towards uniform, entropy log(number of visible keys)."
+    # --- 1. the softmax scale -----------------------------------------------------------------------------------------
+    st.header("1. Softmax scale (temperature)")
+    head_dim = settings.head_dim
+    multiplier = st.select_slider(
+        "softmax scale, in units of 1/√head_dim",
+        SCALE_MULTIPLIERS,
+        key="knobs_scale",
+        format_func=lambda m: f"×{m} → {float(m) / head_dim**0.5:.3g}" + (" (the book)" if m == "1" else ""),
     )
-e1, e2, e3 = st.columns(3)
-e1.metric("softmax scale", f"{temperature.scale:.4g}")
-e2.metric("mean row entropy (nats)", f"{temperature.mean_entropy:.4f}")
-e3.metric("uniform gives (nats)", f"{temperature.max_mean_entropy:.4f}",
-          help="the mean row entropy of uniform attention over the visible keys: the most possible")
-show(temperature.panels)
-
-# --- 2. dropout ----------------------------------------------------------------------------------------------------
-st.header("2. Dropout in train mode")
-d1, d2 = st.columns([3, 1])
-percent = int(d1.slider("dropout p (%)", 5, 90, step=5, key="knobs_drop"))
-draw = int(d2.number_input("draw", 0, 999, key="knobs_draw", help="Another seed for dropout's random mask."))
-dropout = teaching_cache.dropout_view(settings, percent, draw, presenter)
-if not presenter:
-    st.markdown(
-        f"In train mode `nn.Dropout(p={dropout.p:g})` zeroes each attention weight with probability p and multiplies "
-        f"the survivors by 1/(1−p) = {dropout.scale:.4g}, so each weight keeps its expected value. Rows no longer sum "
-        "to 1, only on average. In eval mode dropout does nothing. The module here is a train-mode copy; the "
-        "sidebar's train toggle is not needed."
-    )
-k1, k2, k3 = st.columns(3)
-k1.metric("kept", f"{dropout.kept_fraction:.1%}",
-          help=f"share of the unmasked weights kept; expected {1 - dropout.p:.0%}")
-k2.metric("survivors scaled by", f"×{dropout.scale:.4g}")
-k3.metric("rescale error", f"{dropout.max_rescale_error:.1e}", help="max |after − before × 1/(1−p)| on kept cells")
-show(dropout.panels, pairs_from=3)
-
-# --- 3. hand-made weights ------------------------------------------------------------------------------------------
-st.header("3. Hand-made weights")
-preset = st.radio("weights", teaching.PRESETS, key="knobs_preset", horizontal=True)
-made = teaching_cache.preset_view(settings, preset, presenter)
-st.markdown(made.description)
-if preset in teaching.POSITION_PATTERNS:
-    if settings.num_tokens > teaching.MAX_PRESET_TOKENS:
-        st.caption(f"Positional presets use the first {teaching.MAX_PRESET_TOKENS} positions.")
+    temperature = teaching_cache.temperature_view(settings, multiplier, presenter)
     if not presenter:
-        st.caption(f"Input: {made.num_tokens} one-hot position vectors (d_in = head_dim = {made.num_tokens}); "
-                   "W_value and out_proj are the identity, so each head's context row is its weight row. "
-                   "Every head gets the same pattern.")
-    st.metric("rows on the pattern", f"{made.hits:.0%}", help="rows whose heaviest key is the one the pattern names")
-show(made.panels, pairs_from=2)
+        st.markdown(
+            f"The weights are softmax(scores × scale). The book's scale is 1/√head_dim = {1 / head_dim**0.5:.3g}; "
+            f"the temperature τ = 1/×{multiplier} = {1 / float(multiplier):.3g} is its inverse, in those units. A "
+            "larger scale (lower temperature) sharpens each row towards one-hot, entropy 0; a smaller one flattens it "
+            "towards uniform, entropy log(number of visible keys)."
+        )
+    e1, e2, e3 = st.columns(3)
+    e1.metric("softmax scale", f"{temperature.scale:.4g}")
+    e2.metric("mean row entropy (nats)", f"{temperature.mean_entropy:.4f}")
+    e3.metric(
+        "uniform gives (nats)",
+        f"{temperature.max_mean_entropy:.4f}",
+        help="the mean row entropy of uniform attention over the visible keys: the most possible",
+    )
+    show(temperature.panels)
 
-controls.sync_url(settings, scale=multiplier, drop=percent, draw=draw, preset=preset)
+    # --- 2. dropout ---------------------------------------------------------------------------------------------------
+    st.header("2. Dropout in train mode")
+    d1, d2 = st.columns([3, 1])
+    percent = int(d1.slider("dropout p (%)", 5, 90, step=5, key="knobs_drop"))
+    draw = int(d2.number_input("draw", 0, 999, key="knobs_draw", help="Another seed for dropout's random mask."))
+    dropout = teaching_cache.dropout_view(settings, percent, draw, presenter)
+    if not presenter:
+        st.markdown(
+            f"In train mode `nn.Dropout(p={dropout.p:g})` zeroes each attention weight with probability p and "
+            f"multiplies the survivors by 1/(1−p) = {dropout.scale:.4g}, so each weight keeps its expected value. "
+            "Rows no longer sum "
+            "to 1, only on average. In eval mode dropout does nothing. The module here is a train-mode copy; the "
+            "sidebar's train toggle is not needed."
+        )
+    k1, k2, k3 = st.columns(3)
+    k1.metric(
+        "kept", f"{dropout.kept_fraction:.1%}", help=f"share of the unmasked weights kept; expected {1 - dropout.p:.0%}"
+    )
+    k2.metric("survivors scaled by", f"×{dropout.scale:.4g}")
+    k3.metric("rescale error", f"{dropout.max_rescale_error:.1e}", help="max |after − before × 1/(1−p)| on kept cells")
+    show(dropout.panels, pairs_from=3)
+
+    # --- 3. hand-made weights -----------------------------------------------------------------------------------------
+    st.header("3. Hand-made weights")
+    preset = st.radio("weights", teaching.PRESETS, key="knobs_preset", horizontal=True)
+    made = teaching_cache.preset_view(settings, preset, presenter)
+    st.markdown(made.description)
+    if preset in teaching.POSITION_PATTERNS:
+        if settings.num_tokens > teaching.MAX_PRESET_TOKENS:
+            st.caption(f"Positional presets use the first {teaching.MAX_PRESET_TOKENS} positions.")
+        if not presenter:
+            st.caption(
+                f"Input: {made.num_tokens} one-hot position vectors (d_in = head_dim = {made.num_tokens}); "
+                "W_value and out_proj are the identity, so each head's context row is its weight row. "
+                "Every head gets the same pattern."
+            )
+        st.metric(
+            "rows on the pattern", f"{made.hits:.0%}", help="rows whose heaviest key is the one the pattern names"
+        )
+    show(made.panels, pairs_from=2)
+
+    controls.sync_url(settings, scale=multiplier, drop=percent, draw=draw, preset=preset)
+
+
+controls.run_page(main)

@@ -1,0 +1,109 @@
+"""What the Cost page shows, composed from one ``mha_core.cost.CostReport``: figures, a table, the formula.
+
+No streamlit here: the page lays these out. Memory is shown in MiB (2**20 bytes), time in milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from mha_core import cost
+
+from . import figures
+from .settings import MAX_ATTENTION_CELLS
+
+MIB = 2**20
+FORMULA_SERIES = "b·h·T²·bytes (one matrix)"
+SHORT_NAMES = {"explicit": "Listing 3.5", "traced": "traced", "sdpa": "SDPA", "torch_mha": "nn.MultiheadAttention"}
+DEFAULT_MAX_TOKENS = 512
+MAX_TOKENS = cost.TOKEN_STEPS[-1]
+MIN_TOKENS = 64
+
+
+def fitting_max_tokens(batch_size: int, num_heads: int, wanted: int) -> int:
+    """The longest measured length ≤ wanted whose b·h·T² stays within the explorer's attention-cell budget."""
+    fitting = [t for t in cost.TOKEN_STEPS if t <= wanted and batch_size * num_heads * t * t <= MAX_ATTENTION_CELLS]
+    return fitting[-1] if fitting else cost.TOKEN_STEPS[0]
+
+
+def formula_markdown(batch_size: int, num_heads: int, dtype: str, tokens: list[int]) -> str:
+    """The attention matrices' memory by formula, with the numbers for these settings at the longest length."""
+    longest = tokens[-1]
+    per_number = cost.attention_matrix_bytes(1, 1, 1, dtype)
+    one = cost.attention_matrix_bytes(batch_size, num_heads, longest, dtype)
+    return (
+        f"One attention matrix holds **b · h · T² · bytes** = {batch_size} · {num_heads} · {longest}² · "
+        f"{per_number} = **{one / MIB:,.2f} MiB** at T = {longest} ({dtype}). Listing 3.5 keeps four of them "
+        f"alive at once (scores, masked scores, scaled scores, weights): about {4 * one / MIB:,.1f} MiB. "
+        "Doubling T multiplies it by four: a slope of 2 on the log-log plot."
+    )
+
+
+def _positive(values: list[float]) -> list[float | None]:
+    """Zeros and non-finite values become gaps: a log axis has no place for them."""
+    return [v if v is not None and math.isfinite(v) and v > 0 else None for v in values]
+
+
+def time_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure:
+    seconds = report.series("seconds")
+    series = {SHORT_NAMES[v]: _positive([s * 1e3 for s in values]) for v, values in seconds.items()}
+    spec = report.spec
+    return figures.line_chart(
+        report.tokens(), series, log_x=True, log_y=True, presenter=presenter,
+        title=f"Forward time against sequence length · b={spec.batch_size}, h={spec.num_heads}, "
+              f"head_dim={spec.head_dim} · {spec.device} {spec.dtype}",
+        x_title="num_tokens T", y_title="milliseconds (median)",
+    )
+
+
+def memory_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure:
+    tokens = report.tokens()
+    peaks = report.series("peak_bytes")
+    series = {SHORT_NAMES[v]: _positive([b / MIB for b in values]) for v, values in peaks.items()}
+    spec = report.spec
+    series[FORMULA_SERIES] = [cost.attention_matrix_bytes(spec.batch_size, spec.num_heads, t, spec.dtype) / MIB
+                              for t in tokens]
+    return figures.line_chart(
+        tokens, series, log_x=True, log_y=True, presenter=presenter,
+        title=f"Peak memory against sequence length · b={spec.batch_size}, h={spec.num_heads} · {spec.device}",
+        x_title="num_tokens T", y_title="MiB at peak",
+    )
+
+
+def table_rows(report: cost.CostReport) -> list[dict[str, object]]:
+    """One row per sequence length: the formula beside each variant's measured peak (MiB) and time (ms)."""
+    rows = []
+    for t in report.tokens():
+        points = {p.variant: p for p in report.points if p.num_tokens == t}
+        any_point = next(iter(points.values()))
+        row: dict[str, object] = {"T": t, "b·h·T²·bytes (MiB)": any_point.matrix_bytes / MIB}
+        for variant, point in points.items():
+            row[f"{variant} peak (MiB)"] = point.peak_bytes / MIB
+        for variant, point in points.items():
+            row[f"{variant} (ms)"] = point.seconds * 1e3
+        rows.append(row)
+    return rows
+
+
+def trace_rows(report: cost.CostReport) -> list[dict[str, object]]:
+    """The traced (b, h, T, T) steps at the longest length: bytes the tensors report beside the formula."""
+    if not report.trace_bytes:
+        return []
+    spec, longest = report.spec, report.tokens()[-1]
+    formula = cost.attention_matrix_bytes(spec.batch_size, spec.num_heads, longest, spec.dtype)
+    return [{"step": name, "shape": f"({spec.batch_size}, {spec.num_heads}, {longest}, {longest})",
+             "tensor bytes": measured, "b·h·T²·bytes": formula, "equal": measured == formula}
+            for name, measured in report.trace_bytes.items()]
+
+
+def memory_method(device: str) -> str:
+    if device == "cuda":
+        return ("Memory: `torch.cuda.max_memory_allocated()` during the call, less what was allocated before it "
+                "(every byte the allocator handed out, kernel workspaces included).")
+    return ("Memory on the CPU: torch keeps no allocator statistics there, so every tensor that a torch operation "
+            "returns is counted (its storage's bytes, once) until it is freed, and the peak is shown. Scratch "
+            "memory that one fused kernel allocates and frees inside itself is not seen: SDPA's flash kernel and "
+            "nn.MultiheadAttention's fast path work on blocks and never hold a (T, T) matrix, so their curves "
+            "grow like T. Inputs and weights are not counted.")

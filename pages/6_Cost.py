@@ -1,0 +1,103 @@
+"""Cost: how time and memory grow with the sequence length, for four ways to run the same attention.
+
+The measurement (mha_core.cost) uses the sidebar's device, dtype, num_heads, head_dim and batch_size; the
+figures and the table come from explorer.cost_view. Nothing is measured until "Measure" is pressed.
+"""
+
+import streamlit as st
+
+from explorer import controls, cost_view
+from explorer.panels import Panel
+from mha_core import cost
+
+st.set_page_config(page_title="Cost · Multi-Head Attention Explorer", page_icon="⏱️", layout="wide")
+
+TOKEN_CHOICES = [t for t in cost.TOKEN_STEPS if t >= cost_view.MIN_TOKENS]  # 64, 128, ..., 1024
+TIME_BUDGET_S = 30.0  # one measurement, all lengths and variants together
+
+
+def max_tokens_from_url() -> int:
+    """The page's ?max_tokens=, clamped to 64–1024 and rounded down to a measured length."""
+    wanted = controls.url_int("max_tokens", cost_view.DEFAULT_MAX_TOKENS, TOKEN_CHOICES[0], TOKEN_CHOICES[-1])
+    snapped = max(t for t in TOKEN_CHOICES if t <= wanted)
+    if snapped != wanted:
+        controls.notice(f"max_tokens={wanted} is not one of the measured lengths; using {snapped}.")
+    return snapped
+
+
+def main() -> None:
+    presenter = controls.presenter_toggle()
+    settings = controls.settings_sidebar()
+    state = st.session_state
+    if "cost_max_tokens" not in state:
+        state.cost_max_tokens = max_tokens_from_url()
+    st.sidebar.header("Cost")
+    chosen = st.sidebar.select_slider("longest sequence to measure", options=TOKEN_CHOICES, key="cost_max_tokens",
+                                      help="Lengths double from 64 up to this one.")
+
+    st.title("Cost: time and memory against sequence length")
+    controls.show_notices()
+    longest = cost_view.fitting_max_tokens(settings.batch_size, settings.num_heads, chosen)
+    if longest < chosen:
+        st.warning(f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens is over the "
+                   f"memory budget of {cost_view.MAX_ATTENTION_CELLS:,} attention cells; measuring up to "
+                   f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
+                   icon="⚠️")
+    spec = cost.CostSpec(num_heads=settings.num_heads, head_dim=settings.head_dim, batch_size=settings.batch_size,
+                         device=settings.device, dtype=settings.dtype, seed=settings.seed, max_tokens=longest,
+                         min_tokens=cost_view.MIN_TOKENS, time_budget_s=TIME_BUDGET_S)
+    tokens = cost.token_counts(spec.max_tokens, spec.min_tokens)
+    if not presenter:
+        st.markdown(
+            f"Four ways to run one module with d_in = d_out = {settings.num_heads} × {settings.head_dim} = "
+            f"{spec.d_model}, batch {settings.batch_size}, on **{settings.device}** in **{settings.dtype}**, at "
+            f"T = {', '.join(str(t) for t in tokens)}: the explicit Listing 3.5 forward, the traced forward that "
+            "keeps every step, torch's fused `F.scaled_dot_product_attention`, and `torch.nn.MultiheadAttention` "
+            f"with the same weights. At most {TIME_BUDGET_S:.0f} s: lengths that would run over are skipped."
+        )
+    st.markdown(cost_view.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens))
+
+    if st.button("Measure", type="primary", key="cost_measure"):
+        bar = st.progress(0.0, text="Waiting for the CPU…")
+        try:
+            state.cost_report = cost.measure(spec, progress=lambda done, text: bar.progress(min(1.0, done), text))
+        except TimeoutError as error:
+            st.warning(f"{error}.", icon="⏳")
+        bar.empty()
+
+    report = state.get("cost_report")
+    if report is None:
+        st.info("Press **Measure** to time the four variants and measure their peak memory.")
+    else:
+        show_report(report, spec, presenter)
+    controls.sync_url(settings, max_tokens=chosen)
+
+
+def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -> None:
+    if report.spec != spec:
+        st.info("These numbers were measured with other settings (see the figure titles); press Measure again "
+                "for the current ones.")
+    if report.skipped:
+        st.warning(f"Skipped T = {', '.join(str(t) for t in report.skipped)} to stay within "
+                   f"{report.spec.time_budget_s:.0f} s.", icon="⏱️")
+    shape = f"(b, h, T, T) = ({report.spec.batch_size}, {report.spec.num_heads}, T, T)"
+    controls.show_figure(Panel("cost_memory", "Peak memory: the explicit paths grow like T²",
+                               f"Attention matrices {shape}; log-log axes, so T² is a straight line of slope 2. "
+                               + cost_view.memory_method(report.spec.device),
+                               cost_view.memory_figure(report, presenter)), presenter)
+    controls.show_figure(Panel("cost_time", "Forward time",
+                               f"Median of {report.spec.repeats} calls after a warm-up, {shape}. Times on a shared "
+                               "server vary with what other visitors run.",
+                               cost_view.time_figure(report, presenter)), presenter)
+    st.subheader("Measured beside the formula")
+    st.dataframe(cost_view.table_rows(report), hide_index=True, width="stretch", key="cost_table")
+    trace_rows = cost_view.trace_rows(report)
+    if trace_rows:
+        same = all(row["equal"] for row in trace_rows)
+        st.markdown(f"The trace's own (b, h, T, T) tensors at T = {report.tokens()[-1]}: their bytes "
+                    f"{'equal' if same else 'differ from'} the formula b·h·T²·bytes.")
+        st.dataframe(trace_rows, hide_index=True, width="content", key="cost_trace")
+    st.caption(f"Measured in {report.seconds:.1f} s on {report.spec.device}, {report.spec.dtype}.")
+
+
+controls.run_page(main)
