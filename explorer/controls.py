@@ -231,6 +231,23 @@ HEAVY_RUNS = threading.BoundedSemaphore(1)  # big runs one at a time, process-wi
 HEAVY_CELLS = 2**20  # b·h·T² above which a run waits for the others (4 MiB per float32 attention matrix)
 
 
+def fit_budget(settings: Settings, max_cells: int, page: str) -> Settings:
+    """The nearest settings with b·h·T² ≤ max_cells, with a notice, for pages that run several copies at once.
+
+    Batch goes down first, then tokens; the sidebar keeps the user's own settings for the other pages.
+    """
+    b, h, T = settings.batch_size, settings.num_heads, settings.num_tokens
+    if b * h * T * T <= max_cells:
+        return settings
+    b = max(1, min(b, max_cells // (h * T * T)))
+    while b * h * T * T > max_cells and T > 1:
+        T -= 1
+    notice(f"{page} runs several copies of the module at once, so it uses batch_size={b} and num_tokens={T} "
+           f"(b·h·T² ≤ {max_cells:,}) instead of {settings.batch_size} and {settings.num_tokens}.")
+    fitted, _ = cfg.reconcile(replace(settings, batch_size=b, num_tokens=T))
+    return fitted
+
+
 def is_heavy(settings: Settings) -> bool:
     return settings.batch_size * settings.num_heads * settings.num_tokens**2 > HEAVY_CELLS
 

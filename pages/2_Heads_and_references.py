@@ -16,7 +16,8 @@ st.set_page_config(page_title="Heads and references · Multi-Head Attention Expl
 
 def main() -> None:
     presenter = controls.presenter_toggle()
-    settings = controls.settings_sidebar()
+    sidebar_settings = controls.settings_sidebar()
+    settings = controls.fit_budget(sidebar_settings, controls.HEAVY_CELLS, "Heads and references")
     state = st.session_state
 
     teaching_cache.seed_int("heads_batch", "batch", 0, 0, settings.batch_size - 1)
@@ -99,7 +100,7 @@ def main() -> None:
                 f"weights {report.weights_vs_float64:.2e})."
             )
 
-    controls.sync_url(settings, batch=batch_index)
+    controls.sync_url(sidebar_settings, batch=batch_index)
 
 
 controls.run_page(main)

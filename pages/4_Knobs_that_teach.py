@@ -15,7 +15,8 @@ st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer
 
 def main() -> None:
     presenter = controls.presenter_toggle()
-    settings = controls.settings_sidebar()
+    sidebar_settings = controls.settings_sidebar()
+    settings = controls.fit_budget(sidebar_settings, controls.HEAVY_CELLS, "Knobs that teach")
     seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
 
     multiplier = seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
@@ -108,7 +109,7 @@ def main() -> None:
         )
     show(made.panels, pairs_from=2)
 
-    controls.sync_url(settings, scale=multiplier, drop=percent, draw=draw, preset=preset)
+    controls.sync_url(sidebar_settings, scale=multiplier, drop=percent, draw=draw, preset=preset)
 
 
 controls.run_page(main)
