@@ -289,7 +289,7 @@ def markdown(found: list[Scenario], parts: dict | None, title: str = "this check
             "while it is served).",
             f"- Worst cache_resource entry (d_in = d_out = 1024, context_length 2048): "
             f"{parts['worst_module_bytes'] / 2**20:.0f} MiB, of which the mask buffer is "
-            f"{parts['worst_mask_bytes'] / 2**20:.0f} MiB; max_entries=16 allows 16 of them.",
+            f"{parts['worst_mask_bytes'] / 2**20:.0f} MiB; cached_module keeps at most 4 (max_entries=4, ttl=600).",
             f"- torch intra-op threads in a fresh process: {parts.get('torch_threads')}.",
         ]
     return "\n".join(lines)
