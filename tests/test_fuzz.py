@@ -17,7 +17,6 @@ so one example costs well under a second; the largest settings are the memory re
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import re
@@ -35,6 +34,8 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Selectbox
 
 from explorer import settings as cfg
+
+from .apptest_helpers import decode
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,17 +107,6 @@ def query_strategy(page: str):
 
 CODE_SPANS = re.compile(r"(`+)(?:(?!\1).)*?\1", re.S)
 DANGEROUS = re.compile(r"<\s*/?\s*(script|img|iframe|svg|object|embed)\b|javascript\s*:", re.I)
-
-
-def decode(array) -> np.ndarray:
-    """A plotly array from figure JSON: a plain list, or {dtype, bdata, shape} base64."""
-    if isinstance(array, dict) and "bdata" in array:
-        data = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
-        shape = array.get("shape")
-        if isinstance(shape, str):
-            shape = [int(n) for n in shape.split(",")]
-        return data.reshape(shape) if shape else data
-    return np.asarray(array, dtype=float)
 
 
 def _strings(node):
