@@ -372,11 +372,34 @@ def run_page(main: Callable[[], None]) -> None:
         if isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
             st.error("The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
                      "or choose the cpu device.")
+            _offer_smaller_settings()
         elif isinstance(error, ValueError):
             st.error(f"These settings cannot run: {settings_quote(error)}. Change the setting it names.")
         else:
             st.error(f"Something went wrong ({type(error).__name__}). Try smaller settings or reload the page; "
                      "the error was logged.")
+
+
+def _offer_smaller_settings() -> None:
+    """One click to the nearest smaller setting: half the tokens, or the CPU when on a GPU."""
+    settings = st.session_state.get("settings")
+    if settings is None:
+        return
+    if settings.device != "cpu":
+        smaller = replace(settings, device="cpu", dtype="float32")
+        label = "Run on the cpu instead"
+    elif settings.num_tokens > 1:
+        smaller = replace(settings, num_tokens=max(1, settings.num_tokens // 2))
+        label = f"Try num_tokens = {smaller.num_tokens}"
+    else:
+        return
+    st.button(label, key="oom_smaller", on_click=_apply_settings, args=(smaller,))
+
+
+def _apply_settings(settings: Settings) -> None:
+    state = st.session_state
+    state.settings, state.notices = cfg.reconcile(settings)
+    _load_widgets(state.settings)
 
 
 def settings_quote(error: BaseException) -> str:

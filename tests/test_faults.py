@@ -201,3 +201,15 @@ def test_a_session_that_hangs_up_mid_run_leaks_nothing_and_others_are_still_serv
     module_mb = sum(t.nbytes for t in [*module.parameters(), *module.buffers()]) / 2**20
     cached_mb = (cache_last - cache_first) / 2**20 + len(queries) * module_mb
     assert rss_last - rss_first < cached_mb + 25, (rss_first, rss_last, cached_mb)
+
+
+def test_out_of_memory_offers_one_click_to_the_nearest_smaller_setting(monkeypatch, fresh_caches):
+    monkeypatch.setattr(runs, "run_trace", _raise_oom)
+    at = open_page("app.py", {"num_heads": "4", "d_out": "16", "num_tokens": "34", "seed": "4244"})
+    button = at.button(key="oom_smaller")
+    assert button.label == "Try num_tokens = 17"
+    monkeypatch.undo()
+    button.click().run()
+    check_page(at, [], "after the smaller-setting button")
+    assert not at.error and at.session_state.settings.num_tokens == 17
+    assert at.slider(key="w_num_tokens").value == 17
