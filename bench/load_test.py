@@ -23,7 +23,6 @@ bounded in count and time, and the server is stopped at the end.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import json
 import os
@@ -52,6 +51,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from explorer import settings as cfg  # noqa: E402
+from explorer.figures import decode_array  # noqa: E402
 from explorer.settings import Settings  # noqa: E402
 from mha_core import runs  # noqa: E402
 
@@ -357,17 +357,6 @@ class Session:
 
 # --- what each session expects --------------------------------------------------------------------------------------
 
-def decode_array(array) -> np.ndarray:
-    """A plotly array from figure JSON: a plain list, or {dtype, bdata, shape} base64."""
-    if isinstance(array, dict) and "bdata" in array:
-        data = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
-        shape = array.get("shape")
-        if isinstance(shape, str):
-            shape = [int(n) for n in shape.split(",")]
-        return data.reshape(shape) if shape else data
-    return np.asarray(array, dtype=float)
-
-
 def shown_output(figure_json: str) -> np.ndarray | None:
     """The exact numbers of the "Final output" figure, or None when it was downsampled to uint8 codes."""
     figure = json.loads(figure_json)
@@ -657,6 +646,15 @@ CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+def wait_for_charts(page, timeout: float) -> None:
+    """Until the script has finished and every plotly chart has drawn its SVG."""
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout * 1000)
+    page.wait_for_function(
+        "() => { const charts = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
+        " return charts.length > 0 && [...charts].every(c => c.querySelector('svg.main-svg')); }",
+        timeout=timeout * 1000)
+
+
 def cold_start(query: str = "", timeout: float = 180) -> dict[str, float]:
     """Seconds from the server process's start to the first page fully rendered in headless Chromium.
 
@@ -676,22 +674,12 @@ def cold_start(query: str = "", timeout: float = 180) -> dict[str, float]:
         with StreamlitServer(start_timeout=timeout) as server:
             healthy = time.monotonic() - begin
             page.goto(f"{server.url}/?{query}", timeout=timeout * 1000)
-            page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
-                                   timeout=timeout * 1000)
-            page.wait_for_function(
-                "() => { const charts = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
-                " return charts.length > 0 && [...charts].every(c => c.querySelector('svg.main-svg')); }",
-                timeout=timeout * 1000)
+            wait_for_charts(page, timeout)
             rendered = time.monotonic() - begin
             charts = page.locator("[data-testid='stPlotlyChart']").count()
             page.goto(f"{server.url}/?{query}", timeout=timeout * 1000)  # a second student: modules imported
             second_begin = time.monotonic()
-            page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
-                                   timeout=timeout * 1000)
-            page.wait_for_function(
-                "() => { const charts = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
-                " return charts.length > 0 && [...charts].every(c => c.querySelector('svg.main-svg')); }",
-                timeout=timeout * 1000)
+            wait_for_charts(page, timeout)
             second = time.monotonic() - second_begin
         browser.close()
     return {"healthy_s": healthy, "first_page_s": rendered, "charts": charts, "warm_page_s": second}

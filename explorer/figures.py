@@ -28,6 +28,7 @@ Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, 
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 import re
@@ -104,6 +105,20 @@ def png_config_for(fig: go.Figure) -> dict:
     """``png_config`` with the filename a builder stored in ``fig.layout.meta``."""
     meta = fig.layout.meta if isinstance(fig.layout.meta, Mapping) else {}
     return png_config(meta.get("filename", "figure"))
+
+
+def decode_array(array) -> np.ndarray:
+    """The inverse of plotly's array encoding in figure JSON: a plain list, or {dtype, bdata, shape} base64.
+
+    Tests and the load test read figures back with it, to compare what was sent with the module's numbers.
+    """
+    if isinstance(array, dict) and "bdata" in array:
+        data = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
+        shape = array.get("shape")
+        if isinstance(shape, str):
+            shape = [int(n) for n in shape.split(",")]
+        return data.reshape(shape) if shape else data
+    return np.asarray(array, dtype=float)
 
 
 def figure_nbytes(fig: go.Figure) -> int:

@@ -589,40 +589,19 @@ def _to(batch: TaskBatch, device: torch.device) -> TaskBatch:
 def train(
     task_name: str,
     *,
-    num_heads: int = 2,
-    num_layers: int | None = None,
-    d_model: int = 32,
-    vocab_size: int | None = None,
-    seq_len: int | None = None,
-    steps: int | None = None,
-    batch_size: int | None = None,
-    lr: float | None = None,
-    seed: int = 0,
-    device: str = "cpu",
     progress: Callable[[int, int, float, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    **settings,
 ) -> TrainResult:
-    """Train a fresh model on a task; arguments left as None take the task's defaults (``TASKS[name].defaults``).
+    """Train a fresh model on a task; ``settings`` are ``make_config``'s keywords (None: the task's defaults).
 
     Deterministic for a given config: data come from seeded generators and the
-    initialisation from ``torch.manual_seed(seed)`` inside ``fork_rng``, so the caller's
+    initialisation from ``torch.manual_seed(seed)`` under ``rng.seeded``, so the caller's
     global RNG state is untouched. ``progress(step, total, loss, accuracy)`` gets the
     training batch's numbers about NUM_LOG_POINTS times; ``should_stop()`` is polled
     before every step and ends training early (the result says ``stopped_early``).
     """
-    config = make_config(
-        task_name,
-        num_heads=num_heads,
-        num_layers=num_layers,
-        d_model=d_model,
-        vocab_size=vocab_size,
-        seq_len=seq_len,
-        steps=steps,
-        batch_size=batch_size,
-        lr=lr,
-        seed=seed,
-        device=device,
-    )
+    config = make_config(task_name, **settings)
     return run(config, progress=progress, should_stop=should_stop)
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+
+from explorer.figures import decode_array as decode
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,17 +27,6 @@ def charts(at: AppTest) -> dict[str, dict]:
         key = element.proto.id.split("-", 2)[-1].removeprefix("chart_")
         found[key] = json.loads(element.proto.spec)
     return found
-
-
-def decode(array) -> np.ndarray:
-    """A plotly array from figure JSON: a plain list, or {dtype, bdata, shape} base64."""
-    if isinstance(array, dict) and "bdata" in array:
-        data = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
-        shape = array.get("shape")
-        if isinstance(shape, str):
-            shape = [int(n) for n in shape.split(",")]
-        return data.reshape(shape) if shape else data
-    return np.asarray(array, dtype=float)
 
 
 def head_matrices(figure: dict, role: str = "values") -> list[np.ndarray]:
