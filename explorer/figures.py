@@ -38,7 +38,6 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.colors as pcolors
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 BASE_FONT_SIZE = 15
 PRESENTER_SCALE = 1.6
@@ -172,7 +171,7 @@ def _font(presenter: bool, factor: float = 1.0) -> int:
 
 
 def _finish(
-    fig: go.Figure,
+    spec: dict,
     title: str,
     presenter: bool,
     *,
@@ -180,10 +179,13 @@ def _finish(
     height: int | None = None,
     above_plot_px: int = 0,
 ) -> go.Figure:
-    """The house template: large fonts, white background, tight margins, a PNG filename.
+    """The house template on a plain figure dict, then the one conversion to a figure object.
 
-    The title (and subtitle) sit at the top of the figure; above_plot_px is room for what sits between them
-    and the plot area (subplot titles, head bands).
+    Large fonts, white background, tight margins, a PNG filename. The title (and subtitle) sit at the top of the
+    figure; above_plot_px is room for what sits between them and the plot area (subplot titles, head bands).
+    Figures are built as dicts because plotly validates every property set on a figure object, which made a
+    figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
+    (``tests/test_figures.py``), so it is wrapped here without validating it again.
     """
     title_px, subtitle_px = _font(presenter, 1.3), _font(presenter, 0.85)
     title_layout = {
@@ -200,8 +202,9 @@ def _finish(
     if subtitle:
         title_layout["subtitle"] = {"text": subtitle, "font": {"size": subtitle_px, "color": "#555"}}
         top += round(1.5 * subtitle_px)
-    fig.update_layout(
-        template="none",
+    layout = spec.setdefault("layout", {})
+    layout.update(
+        template=_NO_TEMPLATE,
         title=title_layout,
         font={"size": _font(presenter), "color": "#222"},
         hoverlabel={"font": {"size": _font(presenter)}},
@@ -210,11 +213,22 @@ def _finish(
         margin={"l": 10, "r": 10, "t": top, "b": 10},
         meta={"filename": _slug(title)},
     )
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
+    for letter in "xy":
+        axes = [key for key in layout if re.fullmatch(f"{letter}axis[0-9]*", key)] or [f"{letter}axis"]
+        for key in axes:
+            layout.setdefault(key, {})["automargin"] = True
     if height is not None:
-        fig.update_layout(height=height)
-    return fig
+        layout["height"] = height
+    return to_figure(spec)
+
+
+# plotly's "none" template as it appears in figure JSON: no styling beyond plotly.js's own defaults.
+_NO_TEMPLATE = {"data": {"scatter": [{"type": "scatter"}]}}
+
+
+def to_figure(spec: dict) -> go.Figure:
+    """A figure object around a figure dict, without plotly's per-property validation (see ``_finish``)."""
+    return go.Figure(spec, _validate=False)
 
 
 def _rgb(color: str) -> tuple[int, int, int]:
@@ -340,7 +354,7 @@ def _grid(h: int) -> tuple[int, int]:
     return rows, math.ceil(h / rows)
 
 
-def _overlay(cells: np.ndarray, color: str, exact: bool, hovertemplate: str, text: str | None, **place) -> go.Heatmap:
+def _overlay(cells: np.ndarray, color: str, exact: bool, hovertemplate: str, text: str | None, place: dict) -> dict:
     """A fixed-colour layer over the cells where ``cells`` is True (masked or NaN cells)."""
     if exact:
         z = np.where(cells, np.float32(1), np.float32(np.nan))  # gaps elsewhere: no colour, no hover
@@ -352,20 +366,66 @@ def _overlay(cells: np.ndarray, color: str, exact: bool, hovertemplate: str, tex
         z = cells.astype(np.uint8)  # 0 is transparent
         extra = {"hoverinfo": "skip"}
         colorscale = [[0, "rgba(0,0,0,0)"], [1, color]]
-    return go.Heatmap(z=z, zmin=0, zmax=1, colorscale=colorscale, showscale=False, **place, **extra)
-
-
-def _legend_swatch(name: str, color: str, presenter: bool) -> go.Scatter:
-    return go.Scatter(
-        x=[None],
-        y=[None],
-        mode="markers",
-        name=name,
-        marker={"symbol": "square", "size": _font(presenter), "color": color, "line": {"width": 1, "color": "#444"}},
-        hoverinfo="skip",
-        showlegend=True,
-        meta={"role": "legend"},
+    return (
+        {"type": "heatmap", "z": z, "zmin": 0, "zmax": 1, "colorscale": colorscale, "showscale": False} | place | extra
     )
+
+
+def _legend_swatch(name: str, color: str, presenter: bool) -> dict:
+    return {
+        "type": "scatter",
+        "x": [None],
+        "y": [None],
+        "mode": "markers",
+        "name": name,
+        "marker": {"symbol": "square", "size": _font(presenter), "color": color, "line": {"width": 1, "color": "#444"}},
+        "hoverinfo": "skip",
+        "showlegend": True,
+        "meta": {"role": "legend"},
+        "xaxis": "x",
+        "yaxis": "y",
+    }
+
+
+def _subplot_grid(n_rows: int, n_cols: int, titles: list[str] | None, title_px: int) -> dict:
+    """The layout of an n_rows × n_cols grid of subplots, as ``plotly.subplots.make_subplots`` lays it out.
+
+    Spacing 0.04 between columns and 0.25 / n_rows between rows; subplot k (row-major from the top left) owns
+    axes ``xaxis{k+1}``/``yaxis{k+1}``; titles sit centred above their subplot. Written out because
+    make_subplots validates every axis it creates (a test checks that the two agree).
+    """
+    h_space = 0.04 if n_cols > 1 else 0
+    v_space = 0.25 / n_rows
+    width = (1 - h_space * (n_cols - 1)) / n_cols
+    height = (1 - v_space * (n_rows - 1)) / n_rows
+    layout: dict = {}
+    annotations = []
+    for k in range(n_rows * n_cols):
+        r, c = divmod(k, n_cols)
+        x0 = c * (width + h_space)
+        y1 = 1 - r * (height + v_space)
+        x_domain = [x0, min(x0 + width, 1.0)]
+        y_domain = [max(y1 - height, 0.0), y1]
+        suffix = "" if k == 0 else str(k + 1)
+        layout[f"xaxis{suffix}"] = {"anchor": f"y{suffix}", "domain": x_domain}
+        layout[f"yaxis{suffix}"] = {"anchor": f"x{suffix}", "domain": y_domain}
+        if titles is not None and k < len(titles):
+            annotations.append(
+                {
+                    "font": {"size": title_px},
+                    "showarrow": False,
+                    "text": titles[k],
+                    "x": (x_domain[0] + x_domain[1]) / 2,
+                    "xanchor": "center",
+                    "xref": "paper",
+                    "y": y_domain[1],
+                    "yanchor": "bottom",
+                    "yref": "paper",
+                }
+            )
+    if annotations:
+        layout["annotations"] = annotations
+    return layout
 
 
 def _heatmap_figure(
@@ -384,6 +444,7 @@ def _heatmap_figure(
     row_title: str,
     col_title: str,
     panel_height: int,
+    column_bands: tuple[int, Sequence[str] | None] | None = None,
 ) -> go.Figure:
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -426,36 +487,37 @@ def _heatmap_figure(
     text_font = {"size": _font(presenter, 0.85)}
     x_ticks = max(4, MAX_TICKS // n_cols)
     y_ticks = 10 if presenter else MAX_TICKS
-    fig = make_subplots(
-        rows=n_rows,
-        cols=n_cols,
-        subplot_titles=panel_names,
-        horizontal_spacing=0.04 if n_cols > 1 else 0,
-        vertical_spacing=0.25 / n_rows,
-    )
-    fig.update_annotations(font_size=_font(presenter, 1.05))  # the subplot titles
+    layout = _subplot_grid(n_rows, n_cols, panel_names, _font(presenter, 1.05))
+    x_axis_ticks, y_axis_ticks = _axis_ticks(cols, x_ticks), _axis_ticks(rows, y_ticks)
+    data = []
     for k in range(h):
         r, c = divmod(k, n_cols)
+        suffix = "" if k == 0 else str(k + 1)
+        on_axes = {"xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
         name = panel_names[k] if panel_names else ""
         where = f"{row_title} %{{y}}"
         if exact:
-            main = go.Heatmap(
-                z=np.where(masked[k] | nan[k], np.nan, z[k]).astype(z.dtype, copy=False),
-                customdata=customdata,
-                hovertemplate=f"{hover}<extra>{name}</extra>",
-                hoverongaps=False,
-            )
+            main = {
+                "type": "heatmap",
+                "z": np.where(masked[k] | nan[k], np.nan, z[k]).astype(z.dtype, copy=False),
+                "customdata": customdata,
+                "hovertemplate": f"{hover}<extra>{name}</extra>",
+                "hoverongaps": False,
+            }
+            if customdata is None:
+                del main["customdata"]
             if show_text:
-                main.update(texttemplate="%{z:.2f}", textfont=text_font)
+                main |= {"texttemplate": "%{z:.2f}", "textfont": text_font}
         else:
-            main = go.Heatmap(
-                z=_quantise(shown[k], lo, hi),
-                hovertemplate=(
+            main = {
+                "type": "heatmap",
+                "z": _quantise(shown[k], lo, hi),
+                "hovertemplate": (
                     f"{row_title} ≈ %{{y:.0f}}<br>{col_title} ≈ %{{x:.0f}}<br>(downsampled)<extra>{name}</extra>"
                 ),
-            )
-        main.update(coloraxis="coloraxis", name=name, meta={"role": "values", "head": k}, **place)
-        fig.add_trace(main, row=r + 1, col=c + 1)
+            }
+        main |= {"coloraxis": "coloraxis", "name": name, "meta": {"role": "values", "head": k}} | place | on_axes
+        data.append(main)
         for cells, any_cells, color, role, label, cell_text in (
             (masked[k], any_masked, MASKED_COLOR, "masked", "masked (−∞)", "−∞"),
             (nan[k], any_nan, NAN_COLOR, "nan", "NaN", "NaN"),
@@ -467,33 +529,19 @@ def _heatmap_figure(
                     exact,
                     f"{where}<br>{col_title} %{{x}}<br>{label}<extra>{name}</extra>",
                     cell_text if show_text else None,
-                    **place,
+                    place,
                 )
-                layer.update(name=f"{name} {label}".strip(), meta={"role": role, "head": k}, textfont=text_font)
-                fig.add_trace(layer, row=r + 1, col=c + 1)
+                layer |= {"name": f"{name} {label}".strip(), "meta": {"role": role, "head": k}, "textfont": text_font}
+                data.append(layer | on_axes)
 
-        fig.update_xaxes(
-            type="linear",
-            showgrid=False,
-            zeroline=False,
-            ticks="outside",
-            title_text=col_title if r == n_rows - 1 or k + n_cols >= h else None,
-            **_axis_ticks(cols, x_ticks),
-            row=r + 1,
-            col=c + 1,
-        )
-        fig.update_yaxes(
-            type="linear",
-            autorange="reversed",  # row 0 at the top, as in a printed matrix
-            showgrid=False,
-            zeroline=False,
-            ticks="outside",
-            showticklabels=c == 0,
-            title_text=row_title if c == 0 else None,
-            **_axis_ticks(rows, y_ticks),
-            row=r + 1,
-            col=c + 1,
-        )
+        axis = {"type": "linear", "showgrid": False, "zeroline": False, "ticks": "outside"}
+        x_axis = layout[f"xaxis{suffix}"] | axis | x_axis_ticks
+        if r == n_rows - 1 or k + n_cols >= h:
+            x_axis["title"] = {"text": col_title}
+        y_axis = layout[f"yaxis{suffix}"] | axis | {"autorange": "reversed", "showticklabels": c == 0} | y_axis_ticks
+        if c == 0:  # row 0 at the top (autorange reversed), as in a printed matrix
+            y_axis["title"] = {"text": row_title}
+        layout[f"xaxis{suffix}"], layout[f"yaxis{suffix}"] = x_axis, y_axis
 
     colorbar: dict = {"title": {"text": spec.value_name}, "thickness": 18, "len": 0.8, "y": 1, "yanchor": "top"}
     if kind == "mask":
@@ -506,23 +554,27 @@ def _heatmap_figure(
         codes = [(t - cmin) / (cmax - cmin) * _CODE_MAX for t in tickvals]
         colorbar |= {"tickvals": codes, "ticktext": ticktext}
         cmin, cmax = 0, _CODE_MAX
-    fig.update_layout(coloraxis={"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar})
+    layout["coloraxis"] = {"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar}
 
     for present, label, color in ((any_masked, "masked (−∞)", MASKED_COLOR), (any_nan, "NaN", NAN_COLOR)):
         if present:
-            fig.add_trace(_legend_swatch(label, color, presenter), row=1, col=1)
-    fig.update_layout(legend={"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"})
+            data.append(_legend_swatch(label, color, presenter))
+    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
+
+    above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
+    if column_bands is not None:
+        above_plot_px += _band_columns(layout, j, *column_bands, presenter)
 
     # Cells are not forced square: the width is the page's, so square cells would leave white bands.
     panel_height = panel_height if n_cols > 2 else panel_height + 60 * (3 - n_cols)
     height = n_rows * round(panel_height * (1.25 if presenter else 1.0)) + _font(presenter, 7)
     return _finish(
-        fig,
+        {"data": data, "layout": layout},
         title,
         presenter,
         subtitle=subtitle,
         height=height,
-        above_plot_px=round(1.6 * _font(presenter, 1.05)) if panel_names else 0,
+        above_plot_px=above_plot_px,
     )
 
 
@@ -602,7 +654,7 @@ def matrix_heatmap(
     m = np.asarray(matrix)
     if m.ndim != 2:
         raise ValueError(f"expected an (i, j) matrix, got shape {m.shape}")
-    fig = _heatmap_figure(
+    return _heatmap_figure(
         m[None],
         row_labels,
         col_labels,
@@ -617,13 +669,12 @@ def matrix_heatmap(
         row_title=row_title,
         col_title=col_title,
         panel_height=360,
+        column_bands=(column_groups, group_names) if column_groups else None,
     )
-    if column_groups:
-        _band_columns(fig, m.shape[1], column_groups, group_names, presenter)
-    return fig
 
 
-def _band_columns(fig: go.Figure, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool) -> None:
+def _band_columns(layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool) -> int:
+    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs."""
     if n_cols % groups:
         raise ValueError(f"{n_cols} columns do not split into {groups} equal head blocks")
     names = list(names) if names is not None else [f"head {k}" for k in range(groups)]
@@ -631,25 +682,53 @@ def _band_columns(fig: go.Figure, n_cols: int, groups: int, names: Sequence[str]
         raise ValueError(f"{len(names)} group names for {groups} column groups")
     width = n_cols // groups
     band_px = _font(presenter, 1.6)
-    shapes, annotations = [], []  # collected, then set once: plotly validates every add_* call on its own
+    shapes, annotations = layout.setdefault("shapes", []), layout.setdefault("annotations", [])
     for k, color in enumerate(head_colors(groups)):
         x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
-        shapes.append(dict(
-            type="rect", name=f"head band {k}", xref="x", yref="y domain", x0=x0, x1=x1, ysizemode="pixel",
-            yanchor=1, y0=3, y1=3 + band_px, fillcolor=color, line={"width": 1, "color": "white"},
-        ))
-        annotations.append(dict(
-            text=_escape(names[k]), xref="x", yref="y domain", x=(x0 + x1) / 2, y=1, yanchor="bottom",
-            yshift=3 + (band_px - _font(presenter, 1.2)) / 2, showarrow=False,
-            font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
-        ))
+        shapes.append(
+            dict(
+                type="rect",
+                name=f"head band {k}",
+                xref="x",
+                yref="y domain",
+                x0=x0,
+                x1=x1,
+                ysizemode="pixel",
+                yanchor=1,
+                y0=3,
+                y1=3 + band_px,
+                fillcolor=color,
+                line={"width": 1, "color": "white"},
+            )
+        )
+        annotations.append(
+            dict(
+                text=_escape(names[k]),
+                xref="x",
+                yref="y domain",
+                x=(x0 + x1) / 2,
+                y=1,
+                yanchor="bottom",
+                yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
+                showarrow=False,
+                font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
+            )
+        )
         if k:
-            shapes.append(dict(
-                type="line", name="head separator", xref="x", yref="y domain", x0=x0, x1=x0, y0=0, y1=1,
-                line={"width": 2, "color": "#222"},
-            ))
-    fig.update_layout(shapes=list(fig.layout.shapes) + shapes, annotations=list(fig.layout.annotations) + annotations)
-    fig.update_layout(margin_t=fig.layout.margin.t + band_px + 6)
+            shapes.append(
+                dict(
+                    type="line",
+                    name="head separator",
+                    xref="x",
+                    yref="y domain",
+                    x0=x0,
+                    x1=x0,
+                    y0=0,
+                    y1=1,
+                    line={"width": 2, "color": "#222"},
+                )
+            )
+    return band_px + 6
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -734,56 +813,74 @@ def reshape_figure(
     colorscale = []
     for k, color in enumerate(colors):
         colorscale += [[k / hs, _tint(color, 0.45)], [(k + 1) / hs, _tint(color, 0.45)]]
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            text=text,
-            customdata=hover,
-            texttemplate="%{text}" if values is None or show_values else "",
-            textfont={"size": _font(presenter, 0.9 if n_rows <= 20 else 0.75), "color": "black"},
-            hovertemplate="%{customdata}<extra></extra>",
-            hoverongaps=False,
-            colorscale=colorscale,
-            zmin=-0.5,  # head k fills [k - 0.5, k + 0.5]: band k of the colour scale
-            zmax=hs - 0.5,
-            showscale=False,
-            xgap=2,
-            ygap=2,
-        )
-    )
+    colors = head_colors(hs)
+    colorscale = []
+    for k, color in enumerate(colors):
+        colorscale += [[k / hs, _tint(color, 0.45)], [(k + 1) / hs, _tint(color, 0.45)]]
+    cells = {
+        "type": "heatmap",
+        "z": z,
+        "text": text,
+        "customdata": hover,
+        "texttemplate": "%{text}" if values is None or show_values else "",
+        "textfont": {"size": _font(presenter, 0.9 if n_rows <= 20 else 0.75), "color": "black"},
+        "hovertemplate": "%{customdata}<extra></extra>",
+        "hoverongaps": False,
+        "colorscale": colorscale,
+        "zmin": -0.5,  # head k fills [k - 0.5, k + 0.5]: band k of the colour scale
+        "zmax": hs - 0.5,
+        "showscale": False,
+        "xgap": 2,
+        "ygap": 2,
+    }
+    shapes, annotations = [], []
     for row, first, last, k in headers:
-        fig.add_shape(
-            type="rect", x0=first - 0.5, x1=last + 0.5, y0=row - 0.45, y1=row + 0.45, fillcolor=colors[k], line_width=0
+        shapes.append(
+            {
+                "fillcolor": colors[k],
+                "line": {"width": 0},
+                "type": "rect",
+                "x0": first - 0.5,
+                "x1": last + 0.5,
+                "y0": row - 0.45,
+                "y1": row + 0.45,
+            }
         )
-        fig.add_annotation(
-            x=(first + last) / 2,
-            y=row,
-            text=f"head {k}",
-            showarrow=False,
-            font={"size": _font(presenter, 0.85), "color": _text_color_on(colors[k])},
+        annotations.append(
+            {
+                "font": {"color": _text_color_on(colors[k]), "size": _font(presenter, 0.85)},
+                "showarrow": False,
+                "text": f"head {k}",
+                "x": (first + last) / 2,
+                "y": row,
+            }
         )
     cell_px = round(np.clip(900 / n_rows, 28, 44) * (PRESENTER_SCALE if presenter else 1.0))
-    fig.update_xaxes(
-        type="linear",
-        range=[-0.5, n_cols - 0.5],
-        tickmode="array",
-        tickvals=sorted(x_ticks),
-        ticktext=[x_ticks[c] for c in sorted(x_ticks)],
-        title_text="flat column" if stage == "flat" else "dim within head",
-        showgrid=False,
-        zeroline=False,
-        scaleanchor="y",
-        constrain="domain",
-    )
-    fig.update_yaxes(
-        type="linear",
-        range=[n_rows - 0.5, -0.5],  # row 0 at the top
-        tickmode="array",
-        tickvals=sorted(y_ticks),
-        ticktext=[y_ticks[r] for r in sorted(y_ticks)],
-        showgrid=False,
-        zeroline=False,
-    )
+    layout = {
+        "shapes": shapes,
+        "annotations": annotations,
+        "xaxis": {
+            "title": {"text": "flat column" if stage == "flat" else "dim within head"},
+            "type": "linear",
+            "range": [-0.5, n_cols - 0.5],
+            "tickmode": "array",
+            "tickvals": sorted(x_ticks),
+            "ticktext": [x_ticks[c] for c in sorted(x_ticks)],
+            "showgrid": False,
+            "zeroline": False,
+            "scaleanchor": "y",
+            "constrain": "domain",
+        },
+        "yaxis": {
+            "type": "linear",
+            "range": [n_rows - 0.5, -0.5],  # row 0 at the top
+            "tickmode": "array",
+            "tickvals": sorted(y_ticks),
+            "ticktext": [y_ticks[r] for r in sorted(y_ticks)],
+            "showgrid": False,
+            "zeroline": False,
+        },
+    }
     default_titles = {
         "flat": f"flat: (T, d_out) = ({T}, {d_out})",
         "view": f"view: (T, h, head_dim) = ({T}, {h}, {hd})",
@@ -798,7 +895,7 @@ def reshape_figure(
     cut = [f"{shown} of {total} {what}" for shown, total, what in sizes if shown < total]
     subtitle = notes[stage] + (f" (showing {', '.join(cut)})" if cut else "")
     return _finish(
-        fig,
+        {"data": [cells], "layout": layout},
         title or default_titles[stage],
         presenter,
         subtitle=subtitle,
@@ -847,29 +944,31 @@ def line_chart(
     """One line per named series over shared xs: loss and accuracy curves, cost against sequence length."""
     colors = head_colors(len(series))
     mode = "lines+markers" if len(xs) <= 50 else "lines"
-    fig = go.Figure()
+    data = []
     for color, (name, ys) in zip(colors, series.items(), strict=True):
         if len(ys) != len(xs):
             raise ValueError(f"series {name!r} has {len(ys)} values for {len(xs)} xs")
-        fig.add_trace(
-            go.Scatter(
-                x=list(xs),
-                y=list(ys),
-                name=_escape(name),
-                mode=mode,
-                line={"color": color, "width": 3},
-                marker={"size": 8},
-                hovertemplate=f"{_escape(name)}<br>{x_title} = %{{x}}<br>{y_title} = %{{y:.4g}}<extra></extra>",
-            )
+        data.append(
+            {
+                "type": "scatter",
+                "x": list(xs),
+                "y": list(ys),
+                "name": _escape(name),
+                "mode": mode,
+                "line": {"color": color, "width": 3},
+                "marker": {"size": 8},
+                "hovertemplate": f"{_escape(name)}<br>{x_title} = %{{x}}<br>{y_title} = %{{y:.4g}}<extra></extra>",
+            }
         )
     grid = {"showgrid": True, "gridcolor": "#e5e5e5", "zeroline": False}
     all_ys = [y for ys in series.values() for y in ys]
-    fig.update_xaxes(title_text=x_title, **(_log_axis(xs, label_all=True) if log_x else {"type": "linear"}), **grid)
-    fig.update_yaxes(title_text=y_title, **(_log_axis(all_ys) if log_y else {"type": "linear"}), **grid)
-    fig.update_layout(
-        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"}, hovermode="x unified"
-    )
-    return _finish(fig, title, presenter, height=round(420 * (1.25 if presenter else 1.0)))
+    layout = {
+        "xaxis": {"title": {"text": x_title}} | (_log_axis(xs, label_all=True) if log_x else {"type": "linear"}) | grid,
+        "yaxis": {"title": {"text": y_title}} | (_log_axis(all_ys) if log_y else {"type": "linear"}) | grid,
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        "hovermode": "x unified",
+    }
+    return _finish({"data": data, "layout": layout}, title, presenter, height=round(420 * (1.25 if presenter else 1.0)))
 
 
 def bar_chart(
@@ -885,18 +984,21 @@ def bar_chart(
     if len(labels) != len(values):
         raise ValueError(f"{len(labels)} labels for {len(values)} values")
     texts = [_escape(label) for label in labels]
-    fig = go.Figure(
-        go.Bar(
-            x=list(range(len(values))),
-            y=list(values),
-            customdata=texts,
-            text=[f"{v:.3g}" for v in values],
-            textposition="outside",
-            cliponaxis=False,
-            marker_color=list(colors) if colors is not None else head_colors(1)[0],
-            hovertemplate=f"%{{customdata}}<br>{y_title} = %{{y:.4g}}<extra></extra>",
-        )
+    bars = {
+        "type": "bar",
+        "x": list(range(len(values))),
+        "y": list(values),
+        "customdata": texts,
+        "text": [f"{v:.3g}" for v in values],
+        "textposition": "outside",
+        "cliponaxis": False,
+        "marker": {"color": list(colors) if colors is not None else head_colors(1)[0]},
+        "hovertemplate": f"%{{customdata}}<br>{y_title} = %{{y:.4g}}<extra></extra>",
+    }
+    layout = {
+        "xaxis": {"tickmode": "array", "tickvals": list(range(len(values))), "ticktext": texts, "showgrid": False},
+        "yaxis": {"title": {"text": y_title}, "showgrid": True, "gridcolor": "#e5e5e5", "rangemode": "tozero"},
+    }
+    return _finish(
+        {"data": [bars], "layout": layout}, title, presenter, height=round(400 * (1.25 if presenter else 1.0))
     )
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(values))), ticktext=texts, showgrid=False)
-    fig.update_yaxes(title_text=y_title, showgrid=True, gridcolor="#e5e5e5", rangemode="tozero")
-    return _finish(fig, title, presenter, height=round(400 * (1.25 if presenter else 1.0)))

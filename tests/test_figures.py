@@ -381,3 +381,56 @@ def test_head_colours_are_distinct_and_never_the_masked_grey():
 def test_default_figure_is_small(rng):
     fig = F.heads_heatmap(softmax(causal_scores(rng, 2, 6)), TOKENS, TOKENS, title="w (2, 6, 6)", kind="weights")
     assert F.figure_nbytes(fig) < 10_000  # no bulky template
+
+
+# --- figures are plain dicts, wrapped once: they must still be what plotly's schema accepts ----------------------
+
+
+def _every_builder(rng):
+    scores = causal_scores(rng, 5, 6)
+    yield F.heads_heatmap(scores, TOKENS, TOKENS, title="masked", kind="scores")
+    with_nan = softmax(causal_scores(rng, 2, 6))
+    with_nan[1, 2, 0] = np.nan
+    yield F.heads_heatmap(with_nan, TOKENS, TOKENS, title="nan", kind="weights", presenter=True)
+    yield F.heads_heatmap(causal_scores(rng, 16, 130), None, None, title="downsampled", kind="scores")
+    yield F.heads_heatmap(np.tri(6, dtype=bool)[None], TOKENS, TOKENS, title="mask", kind="mask")
+    yield F.matrix_heatmap(rng.normal(size=(6, 8)), TOKENS, None, title="q", column_groups=4)
+    yield F.matrix_heatmap(rng.normal(size=(600, 64)), None, None, title="big", column_groups=8)
+    for stage in F.RESHAPE_STAGES:
+        yield F.reshape_figure(6, 2, 4, token_labels=TOKENS, stage=stage, values=rng.normal(size=(6, 8)))
+    yield F.line_chart([1, 2, 4], {"a": [1, 2, 3], "b": [3, 2, 1]}, title="l", x_title="x", y_title="y", log_x=True)
+    yield F.bar_chart(["cpu", "cuda"], [1.0, 2.0], title="b", y_title="ms")
+
+
+def test_every_builder_passes_plotlys_validation_unchanged(rng):
+    """Builders skip plotly's per-property validation for speed; here the same dicts go through it in full."""
+    for fig in _every_builder(rng):
+        sent = json.loads(fig.to_json())
+        validated = json.loads(go.Figure(fig.to_dict()).to_json())  # raises on any property plotly does not know
+        assert validated == sent, fig.layout.title.text
+
+
+@pytest.mark.parametrize(("rows", "cols", "titles"), [(1, 1, None), (1, 3, 3), (2, 4, 5), (4, 4, 16), (3, 2, 6)])
+def test_subplot_grid_matches_make_subplots(rows, cols, titles):
+    from plotly.subplots import make_subplots
+
+    names = [f"head {k}" for k in range(titles)] if titles else None
+    expected = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=names,
+        horizontal_spacing=0.04 if cols > 1 else 0,
+        vertical_spacing=0.25 / rows,
+    )
+    expected.update_annotations(font_size=17)
+    ours = F._subplot_grid(rows, cols, names, 17)
+    reference = expected.to_dict()["layout"]
+    for k in range(rows * cols):
+        suffix = "" if k == 0 else str(k + 1)
+        for axis in (f"xaxis{suffix}", f"yaxis{suffix}"):
+            assert ours[axis]["anchor"] == reference[axis]["anchor"]
+            np.testing.assert_allclose(ours[axis]["domain"], reference[axis]["domain"], atol=1e-12)
+    got = [(a["text"], a["x"], a["y"], a["font"]["size"]) for a in ours.get("annotations", [])]
+    want = [(a["text"], a["x"], a["y"], a["font"]["size"]) for a in reference.get("annotations", [])]
+    assert [g[0] for g in got] == [w[0] for w in want]
+    np.testing.assert_allclose([g[1:] for g in got] or [[0, 0, 0]], [w[1:] for w in want] or [[0, 0, 0]], atol=1e-12)
