@@ -7,6 +7,7 @@ figures in explorer.panels and explorer.figures, the numbers in mha_core.
 import streamlit as st
 
 from explorer import controls
+from explorer.panels import SECTIONS
 from mha_core.book import PRINTED_OUTPUT
 
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍", layout="wide")
@@ -33,7 +34,8 @@ def main() -> None:
     )
     controls.show_notices()
 
-    view = controls.cached_view(settings, int(batch_index), enlarge, presenter)
+    section = controls.section_choice("section", SECTIONS, default="attention")
+    view = controls.cached_view(settings, section, int(batch_index), enlarge, presenter)
 
     st.subheader("Final output")
     if view.output is not None:
@@ -55,31 +57,42 @@ def main() -> None:
     if view.enlarged is not None:
         controls.show_figure(view.enlarged, presenter)
 
-    attention_tab, reshape_tab, download_tab = st.tabs(["Attention, head by head", "Reshapes and output", "Downloads"])
-    with attention_tab:
-        for panel in view.attention:
-            if panel.key == "mask_buffer":
-                buffer_column, slice_column = st.columns(2)
-                with buffer_column:
-                    controls.show_figure(panel, presenter)
-            elif panel.key == "mask":
-                with slice_column:
-                    controls.show_figure(panel, presenter)
-            else:
-                controls.show_figure(panel, presenter)
+    attention_tab, reshape_tab, download_tab = controls.section_tabs("section", SECTIONS, section)
+    with attention_tab:  # only the open section is drawn and sent
+        draw_attention(view.panels if section == "attention" else [], presenter)
     with reshape_tab:
-        for panel in view.reshapes:
+        for panel in view.panels if section == "reshapes" else []:
             controls.show_figure(panel, presenter)
     with download_tab:
-        if controls.is_heavy(settings):
-            st.info(f"The whole trace at {settings.num_heads} heads × {settings.num_tokens} tokens is hundreds of MB; "
-                    "the .npz download is offered up to b·h·T² = 1,048,576 attention cells (16 heads × 256 tokens).")
-        else:
-            st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
-                               file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
-        st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
+        if section == "downloads":
+            draw_downloads(settings)
 
-    controls.sync_url(settings, view_batch=int(batch_index), head=enlarge_choice)
+    controls.sync_url(settings, view_batch=int(batch_index), head=enlarge_choice, section=section)
+
+
+def draw_attention(panels, presenter: bool) -> None:
+    """The attention panels, with the mask buffer and the slice used side by side."""
+    slice_column = None
+    for panel in panels:
+        if panel.key == "mask_buffer":
+            buffer_column, slice_column = st.columns(2)
+            with buffer_column:
+                controls.show_figure(panel, presenter)
+        elif panel.key == "mask" and slice_column is not None:
+            with slice_column:
+                controls.show_figure(panel, presenter)
+        else:
+            controls.show_figure(panel, presenter)
+
+
+def draw_downloads(settings) -> None:
+    if controls.is_heavy(settings):
+        st.info(f"The whole trace at {settings.num_heads} heads × {settings.num_tokens} tokens is hundreds of MB; "
+                "the .npz download is offered up to b·h·T² = 1,048,576 attention cells (16 heads × 256 tokens).")
+    else:
+        st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
+                           file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
+    st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
 
 
 controls.run_page(main)

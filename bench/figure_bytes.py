@@ -1,7 +1,8 @@
 """Bytes of figure data the explorer sends per rerun, at default, medium and maximum settings.
 
-Each figure is measured as the JSON plotly hands to the browser (``figures.figure_nbytes``).
-The build time is printed too, measured in the same run; it is the server's cost of a cache miss.
+Each figure is measured as the JSON plotly hands to the browser (``figures.figure_nbytes``). A rerun sends the open
+section only (attention, or reshapes and output). The build time is printed too, measured in the same run: the
+module's forward pass once, then each section's figures drawn from it (the server's cost of a cache miss).
 
     python bench/figure_bytes.py
 """
@@ -27,18 +28,25 @@ CASES = {
 
 
 def main() -> None:
-    print("| settings | figures | figure JSON per rerun | build time (cache miss) |")
-    print("|---|---:|---:|---:|")
+    warm = parse_query({})[0]  # imports and first calls, outside the timings
+    warm_run = panels.run_explorer(runs.build_module(warm.module_spec()), *runs.build_input(warm.input_spec()), warm)
+    panels.build_view(warm_run, section="attention", batch_index=0, enlarge=None, presenter=False)
+    print("| settings | section | figures | figure JSON per rerun | forward (ms) | figures (ms) |")
+    print("|---|---|---:|---:|---:|---:|")
     for name, query in CASES.items():
         settings = parse_query(query)[0]
         module = runs.build_module(settings.module_spec())
         x, labels = runs.build_input(settings.input_spec())
         start = time.perf_counter()
-        view = panels.build_view(module, x, labels, settings, batch_index=0, enlarge=0, presenter=False)
-        seconds = time.perf_counter() - start
-        shown = view.figures()
-        nbytes = sum(figures.figure_nbytes(panel.figure) for panel in shown)
-        print(f"| {name} | {len(shown)} | {nbytes / 1e6:.2f} MB | {seconds:.1f} s |")
+        run = panels.run_explorer(module, x, labels, settings)
+        forward = time.perf_counter() - start
+        for section in ("attention", "reshapes"):
+            start = time.perf_counter()
+            view = panels.build_view(run, section=section, batch_index=0, enlarge=None, presenter=False)
+            seconds = time.perf_counter() - start
+            nbytes = sum(figures.figure_nbytes(panel.figure) for panel in view.panels)
+            print(f"| {name} | {section} | {len(view.panels)} | {nbytes / 1e6:.2f} MB | {forward * 1e3:.0f} | "
+                  f"{seconds * 1e3:.0f} |")
 
 
 if __name__ == "__main__":

@@ -294,7 +294,8 @@ class Session:
             setattr(state, name, item)
         return state
 
-    def run(self, widgets: Iterable[WidgetState] = (), keep_charts: Iterable[str] = ("chart_output",)) -> RunResult:
+    def run(self, widgets: Iterable[WidgetState] = (),
+            keep_charts: Iterable[str] = ("chart_output", "chart_attn_weights")) -> RunResult:
         """Rerun the script with these widget values and collect what it sends, until script_finished."""
         keep = set(keep_charts)
         result = RunResult()
@@ -358,13 +359,17 @@ class Session:
 # --- what each session expects --------------------------------------------------------------------------------------
 
 def shown_output(figure_json: str) -> np.ndarray | None:
-    """The exact numbers of the "Final output" figure, or None when it was downsampled to uint8 codes."""
+    """The exact numbers of a figure's heads stacked (h, i, j): the "Final output" or the attention weights;
+    None when they were downsampled to uint8 codes."""
     figure = json.loads(figure_json)
     traces = [t for t in figure["data"] if (t.get("meta") or {}).get("role") == "values"]
-    if len(traces) != 1:
+    if not traces:
         return None
-    z = decode_array(traces[0]["z"])
-    return z if z.dtype.kind == "f" else None
+    traces.sort(key=lambda t: t["meta"].get("head", 0))
+    heads = [decode_array(t["z"]) for t in traces]
+    if any(z.dtype.kind != "f" for z in heads):
+        return None
+    return np.stack(heads)
 
 
 _EXPECTED: dict[tuple[Settings, int], np.ndarray] = {}
@@ -381,8 +386,15 @@ def expected_output(settings: Settings, batch_index: int = 0) -> np.ndarray:
             weight = module.W_query.weight
             with torch.no_grad():
                 output = module(x.to(device=weight.device, dtype=weight.dtype))  # (b, T, d_out)
-            _EXPECTED[key] = output[batch_index].float().cpu().numpy()
+            _EXPECTED[key] = output[batch_index].float().cpu().numpy()[None]  # (1, T, d_out)
         return _EXPECTED[key]
+
+
+def expected_weights(settings: Settings, batch_index: int = 0) -> np.ndarray:
+    """attn_weights[batch_index] (h, T, T) from mha_core's own trace (blocked keys weigh exactly 0)."""
+    module = runs.build_module(settings.module_spec())
+    x, _ = runs.build_input(settings.input_spec())
+    return runs.run_trace(module, x, train=False, seed=settings.seed).numpy("attn_weights")[batch_index]
 
 
 def settings_from_query(query_string: str) -> Settings:
@@ -406,15 +418,15 @@ class Check:
 def check_run(result: RunResult, expected: Settings) -> Check:
     url_ok = result.query_string is None or settings_from_query(result.query_string) == expected
     b, h, t = expected.batch_size, expected.num_heads, expected.num_tokens
-    shape = f"({b}, {h}, {t}, {t})"
-    shape_ok = any(shape in text for text in result.texts)
+    shapes = (f"({b}, {h}, {t}, {t})", f"({b}, {h}, {t}, {expected.head_dim})")  # attention or reshapes section
+    shape_ok = any(shape in text for text in result.texts for shape in shapes)
     numbers = "not shown"
-    if "chart_output" in result.charts:
-        shown = shown_output(result.charts["chart_output"])
+    for key, expect in (("chart_output", expected_output), ("chart_attn_weights", expected_weights)):
+        shown = shown_output(result.charts[key]) if key in result.charts else None
         if shown is not None:
-            want = expected_output(expected)
-            same = shown.shape == want.shape and np.allclose(shown, want, rtol=1e-5, atol=1e-6)
-            numbers = "equal" if same else "different"
+            want = expect(expected)
+            same = shown.shape == want.shape and np.allclose(shown, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+            numbers = "equal" if same and numbers != "different" else "different"
     return Check(url_ok, shape_ok, numbers)
 
 
@@ -430,6 +442,7 @@ def session_query(index: int) -> dict[str, str]:
         "batch_size": str(1 + index % 2),
         "input": "random",
         "seed": str(1000 + index),
+        "section": "reshapes" if index % 2 else "attention",  # the page draws and sends only the open section
     }
 
 

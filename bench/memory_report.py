@@ -179,11 +179,11 @@ from explorer import figures, panels, settings as cfg
 from mha_core import runs
 
 def view_of(module, settings):
-    # panels.build_view, whichever of its two signatures this checkout has
-    if "x" in inspect.signature(panels.build_view).parameters:
-        x, labels = runs.build_input(settings.input_spec())
-        return panels.build_view(module, x, labels, settings, batch_index=0, enlarge=None, presenter=False)
-    return panels.build_view(module, settings, batch_index=0, enlarge=None, presenter=False)
+    # one run, then both sections' figures, as the explorer's caches build them
+    x, labels = runs.build_input(settings.input_spec())
+    run = panels.run_explorer(module, x, labels, settings)
+    return [panels.build_view(run, section=name, batch_index=0, enlarge=None, presenter=False)
+            for name in ("attention", "reshapes")]
 
 settings, _ = cfg.parse_query({"num_heads": "16", "d_out": "1024", "num_tokens": "1024", "input": "random",
                                "batch_size": "1", "d_in": "64"})
@@ -228,7 +228,7 @@ trim()
 def entry(query):
     s, _ = cfg.parse_query(query)
     v = view_of(runs.build_module(s.module_spec()), s)
-    panels_ = [*v.attention, *v.reshapes]
+    panels_ = [panel for section in v for panel in section.panels]
     return len(pickle.dumps(v)), sum(len(p.figure.to_json()) for p in panels_)
 default_entry = entry({})
 medium_entry = entry({"num_heads": "8", "d_out": "64", "num_tokens": "64", "input": "random"})

@@ -24,8 +24,11 @@ import torch
 from mha_core import devices, runs
 from mha_core.runs import INPUT_KINDS
 
+from . import server_setup
 from . import settings as cfg
 from .settings import FIELD_NAMES, Settings
+
+server_setup.configure_torch()  # once per process, before any session computes
 
 INPUT_LABELS = {"book": "The book's six words", "random": "Seeded random embeddings", "text": "A sentence you type"}
 UI_KEYS = ("presenter",)  # preferences kept in the URL beside the settings
@@ -89,6 +92,23 @@ def url_choice(name: str, default: str, choices: list[str] | tuple[str, ...]) ->
         return raw
     notice(f"{name}={cfg.quote(raw)} is not one of {', '.join(choices)}; using {default}.")
     return default
+
+
+def section_choice(url_name: str, sections: dict[str, str], default: str) -> str:
+    """The open section: the tabs' own state once drawn, else the URL's ``?<url_name>=``, else the default.
+
+    Read before the tabs are drawn, so a page computes and sends only what the open section shows.
+    """
+    label = st.session_state.get(f"w_{url_name}")
+    by_label = {text: name for name, text in sections.items()}
+    if label in by_label:
+        return by_label[label]
+    return url_choice(url_name, default, tuple(sections))
+
+
+def section_tabs(url_name: str, sections: dict[str, str], current: str):
+    """Tabs that rerun the page when switched (Streamlit's lazy tabs), opened on ``current``."""
+    return st.tabs(list(sections.values()), key=f"w_{url_name}", on_change="rerun", default=sections[current])
 
 
 def notice(message: str) -> None:
@@ -302,14 +322,43 @@ def _load_libc():
 _LIBC = _load_libc()
 
 
-@gated
-@st.cache_data(max_entries=16, ttl=3600, show_spinner="Running the module…")
-def cached_view(settings: Settings, batch_index: int, enlarge: int | None, presenter: bool):
-    """The explorer's figures, keyed on settings, never on arrays; the trace is dropped once they are built."""
+# Two levels of cache. The computed view (a run's trace, keyed on settings) is reused by every section, batch element
+# and presentation choice; the figures drawn from it are cached per presentation, as built objects in
+# st.cache_resource, because st.cache_data would pickle them and plotly validates a figure again on every unpickle.
+# Both are shared by every session and never mutated (st.plotly_chart serialises a copy).
+
+RUN_CACHE_CELLS = 2**18  # runs with b·h·T² above this are not kept (≤ 16 entries of about 6 MB at most)
+
+
+@st.cache_resource(max_entries=16, ttl=900, show_spinner=False)
+def _kept_explorer_run(settings: Settings):
     from . import panels
 
     module, x, labels = module_and_input(settings)
-    return panels.build_view(module, x, labels, settings, batch_index=batch_index, enlarge=enlarge,
+    return panels.run_explorer(module, x, labels, settings)
+
+
+def explorer_run(settings: Settings):
+    """The explorer's computed view for the settings: kept when small, run afresh (behind the gate) when large."""
+    from . import panels
+
+    if _cells(settings) <= RUN_CACHE_CELLS:
+        return _kept_explorer_run(settings)
+    module, x, labels = module_and_input(settings)
+    return panels.run_explorer(module, x, labels, settings)
+
+
+def _cells(settings: Settings) -> int:
+    return settings.batch_size * settings.num_heads * settings.num_tokens**2
+
+
+@gated
+@st.cache_resource(max_entries=64, ttl=1800, show_spinner="Running the module…")
+def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
+    """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
+    from . import panels
+
+    return panels.build_view(explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge,
                              presenter=presenter)
 
 

@@ -174,43 +174,86 @@ def reshape_panels(trace: Trace, labels: list[str], *, batch_index: int, present
 
 
 @dataclass(frozen=True)
+class ExplorerRun:
+    """One forward pass of the explorer's module: its trace and the module's parts the panels draw.
+
+    This is the computed view: every figure of every section, batch element and presentation is drawn from it,
+    so changing only those never runs the module again (see ``controls.explorer_run``).
+    """
+
+    trace: Trace
+    labels: list[str]
+    mask_buffer: torch.Tensor | None  # the book's (context_length, context_length) buffer, 1 = blocked
+    out_proj_weight: np.ndarray  # (d_out, d_out)
+    dropout_shown: bool  # train mode with p > 0: the weights after dropout differ from the weights
+
+    @property
+    def cells(self) -> int:
+        """b·h·T² of the run's attention matrices: what its memory grows with."""
+        b, h, i, j = self.trace.info["attn_weights"].shape
+        return b * h * i * j
+
+
+def run_explorer(module, x, labels, settings) -> ExplorerRun:
+    """Run the module once on x (train mode on a private copy, see ``runs.run_trace``)."""
+    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+    return ExplorerRun(
+        trace=trace,
+        labels=list(labels),
+        mask_buffer=module.mask,
+        out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy(),
+        dropout_shown=settings.train and settings.dropout > 0,
+    )
+
+
+SECTIONS = {  # the explorer's sections: only the open one is drawn and sent
+    "attention": "Attention, head by head",
+    "reshapes": "Reshapes and output",
+    "downloads": "Downloads",
+}
+
+
+@dataclass(frozen=True)
 class ExplorerView:
-    """Everything the explorer page draws for one set of settings: small, so it can be cached."""
+    """What the explorer page draws on one rerun: the open section's panels and the printed output."""
 
     labels: list[str]
-    attention: list[Panel]
-    reshapes: list[Panel]
+    panels: list[Panel]  # the open section's
     enlarged: Panel | None
     output: np.ndarray | None  # (T, d_out) of the chosen batch element, when small enough to print
     output_text: str  # the output as torch prints it (4 decimals, as in the book)
     matches_book: bool  # the output prints exactly as Listing 3.5's printed output
 
     def figures(self) -> list[Panel]:
-        return self.attention + self.reshapes + ([self.enlarged] if self.enlarged else [])
+        return self.panels + ([self.enlarged] if self.enlarged else [])
 
 
 PRINT_LIMIT = 64 * 16  # T × d_out cells shown as numbers
 
 
-def build_view(module, x, labels, settings, *, batch_index: int, enlarge: int | None,
+def build_view(run: ExplorerRun, *, section: str, batch_index: int, enlarge: int | None,
                presenter: bool) -> ExplorerView:
-    """Run the module once on x and compose every panel from that one trace."""
-    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
-    dropout_shown = settings.train and settings.dropout > 0
-    attention = attention_panels(trace, labels, batch_index=batch_index, presenter=presenter,
-                                 mask_buffer=module.mask, dropout_shown=dropout_shown)
-    reshapes = reshape_panels(trace, labels, batch_index=batch_index, presenter=presenter,
-                              out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy())
+    """Compose the open section's panels (and the enlarged head) from one run; nothing is recomputed."""
+    if section not in SECTIONS:
+        raise ValueError(f"section must be one of {', '.join(SECTIONS)}, got {section!r}")
+    trace, labels = run.trace, run.labels
+    if section == "attention":
+        shown = attention_panels(trace, labels, batch_index=batch_index, presenter=presenter,
+                                 mask_buffer=run.mask_buffer, dropout_shown=run.dropout_shown)
+    elif section == "reshapes":
+        shown = reshape_panels(trace, labels, batch_index=batch_index, presenter=presenter,
+                               out_proj_weight=run.out_proj_weight)
+    else:
+        shown = []
     enlarged = None
     if enlarge is not None:
         enlarged = enlarged_head_panel(trace, labels, batch_index=batch_index, head=enlarge, presenter=presenter)
     output = trace.numpy("output")[batch_index]  # (T, d_out)
     return ExplorerView(
         labels=labels,
-        attention=attention,
-        reshapes=reshapes,
+        panels=shown,
         enlarged=enlarged,
-        output=output if output.size <= PRINT_LIMIT else None,
+        output=output.copy() if output.size <= PRINT_LIMIT else None,
         output_text=str(trace.output[batch_index].detach().cpu()),
         matches_book=book.matches_printed_output(trace.output[batch_index].float().cpu()),
     )

@@ -316,12 +316,23 @@ class HeadsView:
     weights_diff_per_head: tuple[float, ...]  # max |separate − batched| of each head's weights, this batch element
 
 
-def build_heads_view(module, x: torch.Tensor, labels: list[str], *, batch_index: int, presenter: bool) -> HeadsView:
-    """Section 3.6.2: every head on its own (the wrapper's way) beside the batched module, and the difference."""
+@dataclass(frozen=True)
+class HeadsRun:
+    """Every head run on its own and the batched module on the same input: what the heads view draws from."""
+
+    separate: heads.SeparateHeads
+    batched: Trace
+
+
+def run_heads(module, x: torch.Tensor) -> HeadsRun:
     weight = module.W_query.weight
     x = x.to(device=weight.device, dtype=weight.dtype)
-    separate = heads.separate_heads(module, x)
-    batched = trace_forward(module, x)
+    return HeadsRun(heads.separate_heads(module, x), trace_forward(module, x))
+
+
+def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, presenter: bool) -> HeadsView:
+    """Section 3.6.2: every head on its own (the wrapper's way) beside the batched module, and the difference."""
+    separate, batched = run.separate, run.batched
     b = batch_index
     alone = _numpy(separate.weights[b])  # (h, T, T)
     together = _numpy(batched.steps["attn_weights"][b])
@@ -479,21 +490,39 @@ class TemperatureView:
     panels: tuple[Panel, ...]
 
 
-def build_temperature_view(module, x: torch.Tensor, labels: list[str], multiplier: float, *,
-                           presenter: bool) -> TemperatureView:
-    """The weights at softmax scale multiplier/√head_dim, the entropy of each row and its sweep over scales."""
-    head_dim = module.head_dim
-    scale = multiplier / math.sqrt(head_dim)
+@dataclass(frozen=True)
+class TemperatureRun:
+    """A forward pass at one softmax scale, its row entropies and the sweep over every scale."""
+
+    multiplier: float
+    scale: float
+    trace: Trace
+    entropy: torch.Tensor  # (b, h, T)
+    most: torch.Tensor  # (b, h, T): the entropy of uniform attention over the allowed keys
+    uniform_mean: float
+    sweep: tuple[float, ...]  # mean entropy at each of SCALE_MULTIPLIERS
+
+
+def run_temperature(module, x: torch.Tensor, multiplier: float) -> TemperatureRun:
+    scale = multiplier / math.sqrt(module.head_dim)
     weight = module.W_query.weight
     x = x.to(device=weight.device, dtype=weight.dtype)
     trace = trace_forward(module, x, attention=ExplicitAttention(scale=scale))
     weights = trace.steps["attn_weights"]
-    entropy = teaching.row_entropy(weights)  # (b, h, T)
     allowed = torch.broadcast_to(trace.steps["mask"], weights.shape)
     most = teaching.uniform_entropy(allowed)  # (b, h, T)
+    sweep = teaching.entropy_sweep(module, x, [float(m) for m in SCALE_MULTIPLIERS])
+    return TemperatureRun(multiplier, scale, trace, teaching.row_entropy(weights), most, most.mean().item(),
+                          tuple(sweep))
+
+
+def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter: bool) -> TemperatureView:
+    """The weights at softmax scale multiplier/√head_dim, the entropy of each row and its sweep over scales."""
+    multiplier, scale, trace, entropy, most, sweep = (run.multiplier, run.scale, run.trace, run.entropy, run.most,
+                                                       list(run.sweep))
+    weights = trace.steps["attn_weights"]
     h = weights.shape[1]
     sweep_values = [float(m) for m in SCALE_MULTIPLIERS]
-    sweep = teaching.entropy_sweep(module, x, sweep_values)
     positions = list(range(weights.shape[2]))
     series = {"uniform": _numpy(most[0, 0]).tolist()}  # first, so that the heads are drawn over it
     series |= {f"head {k}": _numpy(entropy[0, k]).tolist() for k in range(h)}
@@ -511,9 +540,7 @@ def build_temperature_view(module, x: torch.Tensor, labels: list[str], multiplie
         Panel("temperature_sweep", "Mean row entropy as the scale grows",
               "each point is one traced forward pass with ExplicitAttention(scale = multiplier / √head_dim) · "
               "the flat line is uniform attention",
-              figures.line_chart(sweep_values, {"mean": sweep,
-                                                "uniform": [teaching.uniform_entropy(allowed).mean().item()]
-                                                * len(sweep_values)},
+              figures.line_chart(sweep_values, {"mean": sweep, "uniform": [run.uniform_mean] * len(sweep_values)},
                                  title="mean entropy vs scale", x_title="scale × √head_dim",
                                  y_title="entropy (nats)", log_x=True, presenter=presenter)),
     )
@@ -531,13 +558,25 @@ class DropoutView:
     panels: tuple[Panel, ...]  # weights after dropout first
 
 
-def build_dropout_view(module, x: torch.Tensor, labels: list[str], p: float, seed: int, *,
-                       presenter: bool) -> DropoutView:
-    """A train-mode trace (on a private copy: runs.run_trace) and what dropout did to its weights."""
+@dataclass(frozen=True)
+class DropoutRun:
+    """A train-mode forward pass and what dropout did to its weights."""
+
+    p: float
+    trace: Trace
+    report: teaching.DropoutReport
+
+
+def run_dropout(module, x: torch.Tensor, p: float, seed: int) -> DropoutRun:
+    """A train-mode trace on a private copy (runs.run_trace): the shared module is never put in train mode."""
     from mha_core.runs import run_trace
 
     trace = run_trace(module, x, train=True, seed=seed)
-    report = teaching.dropout_report(trace, p)
+    return DropoutRun(p, trace, teaching.dropout_report(trace, p))
+
+
+def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -> DropoutView:
+    p, trace, report = run.p, run.trace, run.report
     before = trace.numpy("attn_weights")[0]
     after = trace.numpy("attn_weights_dropped")[0]
     keep = _numpy(report.keep[0]).astype(np.float32)
@@ -604,9 +643,18 @@ class PresetView:
     panels: tuple[Panel, ...]  # the weights first
 
 
-def build_preset_view(module, x: torch.Tensor, labels: list[str], preset: str, *, num_heads: int,
-                      presenter: bool) -> PresetView:
-    """Hand-made weights (on a copy or a new module, never the shared one) and the heatmaps they give."""
+@dataclass(frozen=True)
+class PresetRun:
+    """A module with hand-made weights (a copy or a new module, never the shared one) and its forward pass."""
+
+    preset: str
+    made: torch.nn.Module
+    trace: Trace
+    labels: list[str]
+    hits: float | None  # fraction of rows whose heaviest key is the pattern's target (positional presets)
+
+
+def run_preset(module, x: torch.Tensor, labels: list[str], preset: str, *, num_heads: int) -> PresetRun:
     hits = None
     if preset in teaching.POSITION_PATTERNS:
         num_tokens = min(x.shape[1], teaching.MAX_PRESET_TOKENS)
@@ -624,9 +672,16 @@ def build_preset_view(module, x: torch.Tensor, labels: list[str], preset: str, *
     else:
         raise ValueError(f"preset must be one of {teaching.PRESETS}, got {preset!r}")
     trace = trace_forward(made, x_made)
-    weights = trace.steps["attn_weights"]
     if preset in teaching.POSITION_PATTERNS:
+        weights = trace.steps["attn_weights"]
         hits = teaching.top_key_hits(weights, teaching.pattern_targets(preset, weights.shape[-1]))
+    return PresetRun(preset, made, trace, list(labels), hits)
+
+
+def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
+    """The heatmaps the hand-made weights give."""
+    preset, made, trace, labels, hits = run.preset, run.made, run.trace, run.labels, run.hits
+    weights = trace.steps["attn_weights"]
     h = weights.shape[1]
     d_in, d_out = made.d_in, made.d_out
     wq = _numpy(made.W_query.weight).T  # (d_in, d_out): x @ Wᵀ

@@ -1,6 +1,8 @@
 """Streamlit glue for the teaching pages: caches keyed on settings and page parameters, and page-parameter state.
 
 Every cache here is keyed on the frozen ``Settings`` and small ints, strings or frozen dataclasses, never on arrays.
+The views hold built figures, so they live in ``st.cache_resource`` (shared, never mutated): ``st.cache_data`` would
+pickle them, and plotly validates every figure again when it is unpickled.
 Modules come from ``controls.cached_module`` (shared read-only); anything that changes weights works on a copy
 (see ``mha_core.teaching``). The cached values are the views of ``explorer.teaching``: figures and numbers.
 """
@@ -65,19 +67,31 @@ def _module_and_input(settings: Settings):
 
 
 @controls.gated
-@st.cache_data(max_entries=64, ttl=3600, show_spinner=_SPIN)
+@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
 def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
+    """One step's view, drawn from the explorer's computed run: other steps, batch elements and presenter mode
+    reuse that run (and so does the explorer page)."""
+    run = controls.explorer_run(settings)
+    return views.build_step_view(run.trace, run.labels, number, batch_index=batch_index, presenter=presenter,
+                                 dropout_active=run.dropout_shown)
+
+
+# Each page's computation is cached apart from the figures drawn from it (keyed on everything but the batch element
+# shown and presenter mode), so those presentation choices redraw without running anything. Their results are small:
+# every page that runs several copies fits its settings into controls.HEAVY_CELLS first.
+
+
+@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+def _heads_run(settings: Settings) -> tuple[views.HeadsRun, list[str]]:
     module, x, labels = _module_and_input(settings)
-    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
-    return views.build_step_view(trace, labels, number, batch_index=batch_index, presenter=presenter,
-                                 dropout_active=settings.train and settings.dropout > 0)
+    return views.run_heads(module, x), labels
 
 
 @controls.gated
-@st.cache_data(max_entries=16, ttl=3600, show_spinner=_SPIN)
+@st.cache_resource(max_entries=16, ttl=1800, show_spinner=_SPIN)
 def heads_view(settings: Settings, batch_index: int, presenter: bool) -> views.HeadsView:
-    module, x, labels = _module_and_input(settings)
-    return views.build_heads_view(module, x, labels, batch_index=batch_index, presenter=presenter)
+    run, labels = _heads_run(settings)
+    return views.build_heads_view(run, labels, batch_index=batch_index, presenter=presenter)
 
 
 def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:
@@ -97,7 +111,7 @@ def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:
 
 
 @controls.gated
-@st.cache_data(max_entries=16, ttl=3600, show_spinner="Running torch's references…")
+@st.cache_resource(max_entries=16, ttl=3600, show_spinner="Running torch's references…")
 def references(settings: Settings) -> dict[str, ReferenceReport]:
     """compare_with_torch for the settings' module in each dtype of ``reference_dtypes``, on the chosen device."""
     x, _ = runs.build_input(settings.input_spec())
@@ -106,39 +120,63 @@ def references(settings: Settings) -> dict[str, ReferenceReport]:
             for name, device, dtype in reference_dtypes(settings)}
 
 
-@controls.gated
-@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
-def masks_view(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams, batch_index: int,
-               implementation: str, presenter: bool) -> views.MasksView:
+@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+def _cross_run(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams):
     """Cross-attention with QKVMultiHeadAttention (hidden_dim = d_out, the settings' heads) under one mask."""
     query, source, q_labels, k_labels = teaching.cross_inputs(settings.batch_size, tgt_len, src_len, settings.d_out,
                                                               settings.seed)
     mask = teaching.make_mask(params, settings.batch_size, tgt_len, src_len)
     run = teaching.run_cross(settings.d_out, settings.num_heads, bias=settings.qkv_bias, seed=settings.seed,
                              device=settings.device, dtype=settings.dtype, query=query, source=source, mask=mask)
+    return run, mask, q_labels, k_labels
+
+
+@controls.gated
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+def masks_view(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams, batch_index: int,
+               implementation: str, presenter: bool) -> views.MasksView:
+    """The mask, weights and output of one batch element; the run behind them is shared by every presentation."""
+    run, mask, q_labels, k_labels = _cross_run(settings, tgt_len, src_len, params)
     return views.build_masks_view(run, mask, q_labels, k_labels, batch_index=batch_index,
                                   implementation=implementation, presenter=presenter)
 
 
-@controls.gated
-@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
-def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> views.TemperatureView:
+@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+def _temperature_run(settings: Settings, multiplier: str):
     module, x, labels = _module_and_input(settings)
-    return views.build_temperature_view(module, x, labels, float(multiplier), presenter=presenter)
+    return views.run_temperature(module, x, float(multiplier)), labels
 
 
 @controls.gated
-@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
-def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> views.DropoutView:
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> views.TemperatureView:
+    run, labels = _temperature_run(settings, multiplier)
+    return views.build_temperature_view(run, labels, presenter=presenter)
+
+
+@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+def _dropout_run(settings: Settings, percent: int, draw: int):
     """Dropout p = percent/100 on the settings' module (same weights: dropout has no parameters), in train mode."""
     p = percent / 100
     module = controls.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
     x, labels = runs.build_input(settings.input_spec())
-    return views.build_dropout_view(module, x, labels, p, settings.seed + draw, presenter=presenter)
+    return views.run_dropout(module, x, p, settings.seed + draw), labels
 
 
 @controls.gated
-@st.cache_data(max_entries=32, ttl=3600, show_spinner=_SPIN)
-def preset_view(settings: Settings, preset: str, presenter: bool) -> views.PresetView:
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> views.DropoutView:
+    run, labels = _dropout_run(settings, percent, draw)
+    return views.build_dropout_view(run, labels, presenter=presenter)
+
+
+@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+def _preset_run(settings: Settings, preset: str):
     module, x, labels = _module_and_input(settings)
-    return views.build_preset_view(module, x, labels, preset, num_heads=settings.num_heads, presenter=presenter)
+    return views.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
+
+
+@controls.gated
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+def preset_view(settings: Settings, preset: str, presenter: bool) -> views.PresetView:
+    return views.build_preset_view(_preset_run(settings, preset), presenter=presenter)

@@ -236,3 +236,28 @@ def error_for(config: TrainConfig) -> str | None:
     """The message of this session's last failed run of this config, if that is the latest news for it."""
     entry = st.session_state.get(_ERROR_KEY)
     return entry[1] if entry is not None and entry[0] == config else None
+
+
+# --- the trained view: its inspection is computed once, its figures once per presentation ---------------------------
+
+
+def _result_key(result: TrainResult) -> tuple:
+    """What tells two results apart (a stopped run shares its config with the full one)."""
+    return result.config, result.steps_run, result.stopped_early, result.seconds
+
+
+@st.cache_resource(max_entries=16, ttl=1800, show_spinner=False)
+def _inspection(key: tuple, _result: TrainResult):
+    return _result.inspect()
+
+
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner=False)
+def _trained_view(key: tuple, presenter: bool, _result: TrainResult):
+    from .training_view import build_trained_view
+
+    return build_trained_view(_result, _inspection(key, _result), presenter=presenter)
+
+
+def trained_view(result: TrainResult, presenter: bool):
+    """The trained heads page's view of a result, built once per presentation and shared (never mutate it)."""
+    return _trained_view(_result_key(result), presenter, result)

@@ -157,9 +157,10 @@ def example_table(result: TrainResult, inspection: Inspection) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=[str(t) for t in range(len(inspection.labels))])
 
 
-def build_trained_view(result: TrainResult, *, presenter: bool = False) -> TrainedView:
-    """Inspect the trained model on its held-out example once and compose every panel from that."""
-    inspection = result.inspect()
+def build_trained_view(result: TrainResult, inspection: Inspection | None = None, *,
+                       presenter: bool = False) -> TrainedView:
+    """Compose every panel from one inspection of the trained model on its held-out example (made here if not given)."""
+    inspection = result.inspect() if inspection is None else inspection
     history = result.history
     loss_fig, accuracy_fig = curve_figures(history.steps, history.loss, history.accuracy,
                                            total=result.config.steps, presenter=presenter)

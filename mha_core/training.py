@@ -28,10 +28,8 @@ from __future__ import annotations
 import math
 import numbers
 import re
-import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
@@ -605,44 +603,17 @@ def train(
     return run(config, progress=progress, should_stop=should_stop)
 
 
-_threads_lock = threading.Lock()
-_threads_users = 0  # runs now inside _one_intra_op_thread
-_threads_saved = 0  # torch's thread count before the first of them entered
-
-
-@contextmanager
-def _one_intra_op_thread():
-    """Run torch on one intra-op thread, restoring the caller's count when the last concurrent run ends.
-
-    Ops this small are no faster on more threads, and spinning threads slow down badly when
-    the CPU is shared (a browser, a test runner). One thread also makes the float sums, and so
-    the trained weights, independent of the machine's core count.
-    """
-    global _threads_users, _threads_saved
-    with _threads_lock:
-        if _threads_users == 0:
-            _threads_saved = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _threads_users += 1
-    try:
-        yield
-    finally:
-        with _threads_lock:
-            _threads_users -= 1
-            if _threads_users == 0:
-                torch.set_num_threads(_threads_saved)
-
-
 def _cosine_decay(total_steps: int) -> Callable[[int], float]:
     """Learning-rate factor from 1 down to 0: the weights settle instead of bouncing at the end."""
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total_steps) / total_steps))
 
 
 def run(config: TrainConfig, *, progress=None, should_stop=None) -> TrainResult:
-    """Train on an already validated config (see ``train`` and ``make_config``)."""
-    if torch.device(config.device).type == "cpu":
-        with _one_intra_op_thread():
-            return _run(config, progress, should_stop)
+    """Train on an already validated config (see ``train`` and ``make_config``).
+
+    torch's thread count is left alone: it belongs to the process (the app sets it once, in
+    ``explorer.server_setup``), never to one run in one session's thread.
+    """
     return _run(config, progress, should_stop)
 
 

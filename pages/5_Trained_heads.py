@@ -146,7 +146,7 @@ def main() -> None:
 
     def show_result(result: training.TrainResult, presenter: bool) -> None:
         config = result.config
-        view = training_view.build_trained_view(result, presenter=presenter)
+        view = training_cache.trained_view(result, presenter)
         if result.stopped_early:
             st.warning(
                 f"Stopped at step {result.steps_run} of {config.steps}. This partial model is kept for this "

@@ -54,8 +54,41 @@ def test_captions_give_shapes_and_listing_lines():
     at = run_page(APP)
     captions = [c.value for c in at.caption]
     assert any("attn_weights" in c and "(2, 2, 6, 6)" in c and "torch.softmax" in c for c in captions)
+    at = run_page(APP, section="reshapes")
+    captions = [c.value for c in at.caption]
     assert any("`queries`" in c and "(2, 6, 2)" in c and "self.W_query(x)" in c for c in captions)
     assert any("context_heads" in c and "(2, 2, 6, 1)" in c for c in captions)
+
+
+def test_only_the_open_section_is_drawn_and_sent():
+    at = run_page(APP)
+    attention = set(charts(at))
+    assert {"attn_scores", "attn_weights", "masked_scores"} <= attention
+    assert not attention & {"queries", "output", "out_proj"}
+    at = run_page(APP, section="reshapes")
+    reshapes = set(charts(at))
+    assert {"queries", "context", "out_proj", "output"} <= reshapes
+    assert not reshapes & attention
+    assert at.query_params["section"] in ("reshapes", ["reshapes"])  # the open section stays in the link
+    at = run_page(APP, section="downloads")
+    assert not at.get("plotly_chart")
+    assert at.get("download_button")
+
+
+def test_presentation_choices_reuse_the_computed_run(monkeypatch):
+    """Presenter mode, the batch element, an enlarged head and the section redraw from the cached run."""
+    from explorer import panels
+
+    calls = []
+    original = panels.run_explorer
+    monkeypatch.setattr(panels, "run_explorer", lambda *a, **k: calls.append(1) or original(*a, **k))
+    query = dict(input="random", num_tokens="7", batch_size="2", seed="4242")
+    run_page(APP, **query)
+    assert len(calls) == 1
+    for extra in ({"presenter": "true"}, {"view_batch": "1"}, {"head": "0"}, {"section": "reshapes"}):
+        at = run_page(APP, **query, **extra)
+        assert not at.exception and at.get("plotly_chart")
+    assert len(calls) == 1  # four presentations, one forward pass
 
 
 @pytest.mark.parametrize(

@@ -272,7 +272,7 @@ def test_identity_preset_view_never_touches_the_module_it_is_given():
     before = copy.deepcopy(module.state_dict())
     x, labels = build_input(InputSpec())
     for preset in teaching.PRESETS:
-        view = views.build_preset_view(module, x, labels, preset, num_heads=2, presenter=False)
+        view = views.build_preset_view(views.run_preset(module, x, labels, preset, num_heads=2), presenter=False)
         assert view.panels[0].figure.data
         if preset in teaching.POSITION_PATTERNS:
             assert view.hits == 1.0

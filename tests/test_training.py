@@ -338,3 +338,17 @@ def test_trained_spec_refuses_to_write_what_it_cannot_read():
         format_trained_spec(make_config("previous_token", steps=5000), 0)
     with pytest.raises(ValueError, match="not a string|must be a string"):
         parse_trained_spec(None)
+
+
+def test_the_server_sets_torchs_threads_once_and_training_leaves_them():
+    """Thread pools are the process's: explorer.server_setup sets them at start-up; no run changes them."""
+    from explorer import server_setup
+
+    server_setup.configure_torch()
+    assert torch.get_num_threads() == server_setup.INTRA_OP_THREADS
+    torch.set_num_threads(2)  # as a notebook might
+    server_setup.configure_torch()  # a second call (another page's import) changes nothing
+    assert torch.get_num_threads() == 2
+    _short_run(seed=5)
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(server_setup.INTRA_OP_THREADS)
