@@ -33,7 +33,9 @@ HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 WAIT_S = 120.0  # longest wait for the gate before the visitor is told the server is busy
 POLL_S = 0.2  # how often a waiting job checks whether its session still exists
 TRAIN_TIME_BUDGET_S = 60.0  # one training run, checked between steps (the page's largest run takes ~15 s)
-HELDOUT_CHUNK = 64  # sequences evaluated at once after training (the held-out set is evaluated in chunks)
+# The Cost page's measurement holds about seven (b, h, T, T) matrices at its longest length (measured: +442 MB at
+# 16 heads × 1024² tokens), so it gets half the explorer's attention cells: +221 MB at most.
+COST_MAX_CELLS = 8 * 2**20
 
 
 class SessionEndedError(Exception):
@@ -57,11 +59,15 @@ class Gate:
         self.active = 0
         self.peak_active = 0
         self.admitted = 0
+        self._holder = threading.local()  # a job admitted in this thread: nested admits pass (no self-deadlock)
 
     @contextlib.contextmanager
     def admit(
         self, label: str, should_stop: Callable[[], bool] | None = None, wait_s: float = WAIT_S
     ) -> Iterator[None]:
+        if getattr(self._holder, "inside", False):
+            yield
+            return
         deadline = time.monotonic() + wait_s
         while not self._semaphore.acquire(timeout=POLL_S):
             if should_stop is not None and should_stop():
@@ -77,9 +83,11 @@ class Gate:
                 self.active += 1
                 self.admitted += 1
                 self.peak_active = max(self.peak_active, self.active)
+            self._holder.inside = True
             try:
                 yield
             finally:
+                self._holder.inside = False
                 with self._lock:
                     self.active -= 1
         finally:
@@ -134,6 +142,12 @@ def attention_cells(batch_size: int, num_heads: int, num_tokens: int) -> int:
 def explorer_is_heavy(settings) -> bool:
     """The explorer's pages hold about four (b, h, T, T) float32 matrices at once while figures are built."""
     return attention_cells(settings.batch_size, settings.num_heads, settings.num_tokens) > HEAVY_CELLS
+
+
+def cost_max_tokens(batch_size: int, num_heads: int, wanted: int, steps) -> int:
+    """The longest measured length ≤ wanted (of ``steps``) whose b·h·T² fits COST_MAX_CELLS."""
+    fitting = [t for t in steps if t <= wanted and attention_cells(batch_size, num_heads, t) <= COST_MAX_CELLS]
+    return fitting[-1] if fitting else min(steps)
 
 
 # --- memory back to the OS --------------------------------------------------------------------------------------

@@ -26,6 +26,10 @@ MAX_BATCH = 8
 MAX_DROPOUT = 0.9
 MAX_SEED = 2**31 - 1
 MAX_TEXT_CHARS = 2000
+# What the Trained heads page offers; a ?trained= link is clamped to it, so a link costs no more than the page.
+TRAIN_HEAD_CHOICES = (1, 2, 4, 8)  # divisors of TRAIN_D_MODEL
+TRAIN_D_MODEL = 32
+TRAIN_MIN_STEPS, TRAIN_MAX_STEPS = 10, 2000
 # b·h·T² attention cells per kind of matrix: 16 heads × 1024² tokens with batch 1 fits, bigger does not.
 MAX_ATTENTION_CELLS = MAX_HEADS * MAX_TOKENS * MAX_TOKENS
 
@@ -262,9 +266,37 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
     return s, notices
 
 
+def clamp_trained(config, layer: int):
+    """(config, layer, notices): a trained config moved inside what the Trained heads page offers.
+
+    The page trains d_model = TRAIN_D_MODEL with TRAIN_HEAD_CHOICES heads, TRAIN_MIN_STEPS–TRAIN_MAX_STEPS steps,
+    and the task's own vocabulary, length, batch and learning rate. A link asking for more (a 64-token,
+    256-batch, 2000-step run takes most of an hour) gets the nearest run the page could have made.
+    """
+    from mha_core.training import TASKS
+
+    defaults = TASKS[config.task].defaults
+    heads = max(h for h in TRAIN_HEAD_CHOICES if h <= config.num_heads) if config.num_heads >= 1 else 1
+    wanted = {
+        "num_heads": heads,
+        "d_model": TRAIN_D_MODEL,
+        "vocab_size": defaults.vocab_size,
+        "seq_len": defaults.seq_len,
+        "batch_size": defaults.batch_size,
+        "lr": defaults.lr,
+        "steps": min(max(config.steps, TRAIN_MIN_STEPS), TRAIN_MAX_STEPS),
+    }
+    changed = {name: value for name, value in wanted.items() if getattr(config, name) != value}
+    if not changed:
+        return config, layer, []
+    what = ", ".join(f"{name} {getattr(config, name):g} → {value:g}" for name, value in changed.items())
+    notice = f"The trained model in this link is not one the Trained heads page trains; using {what}."
+    return replace(config, **changed), layer, [notice]
+
+
 def _fit_trained(s: Settings, notices: list[str]) -> Settings:
     """Settings that define the module follow the trained model; a bad spec falls back to random weights."""
-    from mha_core.training import parse_trained_spec  # training pulls in torch.optim: import only when used
+    from mha_core.training import format_trained_spec, parse_trained_spec  # pulls in torch.optim: only when used
 
     try:
         config, layer = parse_trained_spec(s.trained)
@@ -273,6 +305,8 @@ def _fit_trained(s: Settings, notices: list[str]) -> Settings:
             f"trained={quote(s.trained)} is not a trained model ({quote(error, 120)}); showing seeded random weights."
         )
         return replace(s, trained="")
+    config, layer, clamped = clamp_trained(config, layer)
+    notices += clamped
     fixed = dict(
         num_heads=config.num_heads,
         d_in=config.d_model,
@@ -286,8 +320,9 @@ def _fit_trained(s: Settings, notices: list[str]) -> Settings:
         device="cpu",
         dtype="float32",
         input="random",
+        trained=format_trained_spec(config, layer),
     )
-    changed = [name for name, value in fixed.items() if getattr(s, name) != value]
+    changed = [name for name, value in fixed.items() if getattr(s, name) != value and name != "trained"]
     if changed and not (changed == ["input"] and s.input != "random"):
         notices.append(
             f"Showing layer {layer} of a model trained on {config.task}: "
