@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import streamlit as st
+import torch
 
 from mha_core import training
 from mha_core.training import ExplorerInput, TrainConfig, TrainResult
@@ -161,6 +162,8 @@ class TrainingJob:
                 )
         except admission.SessionEndedError:
             self.error = "the session ended"
+        except torch.OutOfMemoryError:
+            self.error = "the device ran out of memory; choose fewer heads or steps, or the cpu device"
         except Exception as error:  # shown on the page, not lost in a thread
             self.error = f"{type(error).__name__}: {error}"
 

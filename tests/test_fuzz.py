@@ -159,9 +159,24 @@ def unannounced_nan(figure: dict) -> list[str]:
     return problems
 
 
-def check_page(at: AppTest, user_text: list[str], where: str) -> None:
-    """The three promises: no exception, no HTML from the user, no NaN unannounced."""
+# Pages that draw at least one chart on every run (the others draw theirs after a Train or Measure click).
+CHART_PAGES = {"app.py", *(p for p in PAGES if p.split("/")[-1][:2] in ("1_", "2_", "3_", "4_"))}
+
+
+def page_of(at: AppTest) -> str:
+    """The page an AppTest runs, relative to the repository root."""
+    return str(Path(at._script_path).resolve().relative_to(ROOT))
+
+
+def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: bool = False) -> None:
+    """The promises: no exception, no error box (a bad value gets a warning and a corrected value, and
+    run_page turns exceptions into st.error, so an error box is a failure the page hid), a chart where the
+    page draws one, no HTML from the user, no NaN unannounced."""
     assert not at.exception, f"{where}: " + "; ".join(f"{e.value}" for e in at.exception)[:3000]
+    if not errors_expected:
+        assert not at.error, f"{where}: the page shows an error: " + "; ".join(e.value for e in at.error)[:3000]
+        if page_of(at) in CHART_PAGES:
+            assert at.get("plotly_chart"), f"{where}: {page_of(at)} drew no chart"
     rendered = [*at.markdown, *at.caption, *at.warning, *at.error, *at.info, *at.success, *at.title, *at.header,
                 *at.subheader]
     for element in rendered:
@@ -368,9 +383,9 @@ def test_the_sentence_box_takes_anything(sentence, typed, page):
     s = at.session_state.settings
     assert len(s.text) <= cfg.MAX_TEXT_CHARS
     assert s.text.strip(), "an empty sentence must fall back to a sentence with words"
-    if not typed and len(sentence) > cfg.MAX_TEXT_CHARS:
+    if not typed and len(sentence) > cfg.MAX_TEXT_CHARS:  # a crafted message: cut, and the student is told
         shown = "\n".join(w.value for w in at.warning)
-        assert f"keeping the first {cfg.MAX_TEXT_CHARS}" in shown or len(s.text) <= cfg.MAX_TEXT_CHARS
+        assert f"keeping the first {cfg.MAX_TEXT_CHARS}" in shown, shown
 
 
 def test_pages_are_discovered():
