@@ -47,8 +47,12 @@ def _with_boundary(page: str, strict: bool = True):
     """
     if "run_page(" in (ROOT / page).read_text():
         return page
-    return pytest.param(page, marks=pytest.mark.xfail(
-        strict=strict, reason="the page does not wrap its body in controls.run_page (the page boundary)"))
+    return pytest.param(
+        page,
+        marks=pytest.mark.xfail(
+            strict=strict, reason="the page does not wrap its body in controls.run_page (the page boundary)"
+        ),
+    )
 
 
 @pytest.fixture
@@ -62,6 +66,7 @@ def fresh_caches():
 
 
 # --- a device that is not there -------------------------------------------------------------------------------------
+
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 @pytest.mark.parametrize("page", PAGES, ids=_page_id)
@@ -86,6 +91,7 @@ def test_other_devices_fall_back_to_the_cpu(device):
 
 
 # --- out of memory --------------------------------------------------------------------------------------------------
+
 
 def _raise_oom(*args, **kwargs):
     raise torch.OutOfMemoryError(OOM_MESSAGE)
@@ -138,6 +144,7 @@ def test_out_of_memory_keeps_the_settings_so_the_student_can_lower_them(monkeypa
 
 # --- an exception inside a page -------------------------------------------------------------------------------------
 
+
 def _raise_runtime(*args, **kwargs):
     raise RuntimeError("injected fault")
 
@@ -156,6 +163,7 @@ def test_an_exception_in_a_page_is_caught_shown_short_and_logged(page, monkeypat
 
 
 # --- sessions at the same moment ------------------------------------------------------------------------------------
+
 
 def test_modules_built_at_the_same_moment_get_their_own_weights():
     specs = [runs.ModuleSpec(d_in=64, d_out=256, context_length=64, num_heads=4, seed=s) for s in range(24)]
@@ -177,6 +185,7 @@ def test_modules_built_at_the_same_moment_get_their_own_weights():
 
 # --- a tab closed in the middle of a run ----------------------------------------------------------------------------
 
+
 def test_a_session_that_hangs_up_mid_run_leaks_nothing_and_others_are_still_served():
     """Four tabs closed in the middle of a 16-head × 512-token run, one after another.
 
@@ -186,9 +195,11 @@ def test_a_session_that_hangs_up_mid_run_leaks_nothing_and_others_are_still_serv
     dropped after 1 s instead of 60 s. What may grow is the caches: one cached view and one cached module per
     run, counted from /_stcore/metrics and from the module's own bytes.
     """
+
     def view_cache_bytes(url: str) -> float:
-        return sum(v for name, v in metrics(url).items() if name.startswith("cache_memory_bytes")
-                   and "cached_view" in name)
+        return sum(
+            v for name, v in metrics(url).items() if name.startswith("cache_memory_bytes") and "cached_view" in name
+        )
 
     with StreamlitServer(env=MALLOC_ENV, extra_args=["--server.disconnectedSessionTTL=1"]) as server:
         with Session(server.port, "") as warm:  # torch and the app imported once, as for the first student
