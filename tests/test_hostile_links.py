@@ -334,3 +334,51 @@ def test_explorer_heavy_runs_take_the_gate():
     with controls.heavy_gate(large):
         assert admission.GATE.active == 1
     assert admission.GATE.admitted == admitted + 1
+
+
+# --- continuiti's attention call --------------------------------------------------------------------------------
+
+
+def test_a_plain_continuiti_style_attention_plugs_in():
+    """A callable taking only (query, key, value, attn_mask=None), called by keyword, gets no dropout_p or recorder."""
+    import torch.nn.functional as F
+
+    from mha_core.modules import QKVMultiHeadAttention
+    from mha_core.trace import trace_forward
+
+    calls = []
+
+    def plain(query, key, value, attn_mask=None):
+        calls.append(attn_mask)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)
+
+    torch.manual_seed(0)
+    reference = QKVMultiHeadAttention(8, 2)
+    module = QKVMultiHeadAttention(8, 2, attention=plain)
+    module.load_state_dict(reference.state_dict())
+    q, kv = torch.rand(2, 3, 8), torch.rand(2, 5, 8)
+    mask = torch.rand(2, 3, 5) > 0.3
+    mask[..., 0] = True
+    assert torch.allclose(module(q, kv, kv, mask), reference(q, kv, kv, mask), atol=1e-6)
+    assert calls[-1].shape == (2, 1, 3, 5)
+    assert torch.allclose(trace_forward(module, q, kv, kv).output, reference(q, kv, kv), atol=1e-6)
+    with pytest.raises(ValueError, match="dropout_p=0.5 needs an attention that accepts dropout_p"):
+        QKVMultiHeadAttention(8, 2, attention=plain, dropout_p=0.5)
+
+
+def test_torch_sdpa_wrapped_takes_dropout_by_keyword():
+    import torch.nn.functional as F
+
+    from mha_core.modules import QKVMultiHeadAttention
+
+    seen = []
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0):
+        seen.append(dropout_p)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
+
+    module = QKVMultiHeadAttention(8, 2, attention=sdpa, dropout_p=0.25)
+    x = torch.rand(1, 4, 8)
+    module.eval()(x, x, x)
+    module.train()(x, x, x)
+    assert seen == [0.0, 0.25]  # dropout only in training mode, passed because the signature accepts it
