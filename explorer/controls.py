@@ -8,12 +8,8 @@ writes any correction back into the widgets before the rerun draws them.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
-import gc
 import logging
-import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,7 +20,7 @@ import torch
 from mha_core import devices, runs
 from mha_core.runs import INPUT_KINDS
 
-from . import server_setup
+from . import admission, server_setup
 from . import settings as cfg
 from .settings import FIELD_NAMES, Settings
 
@@ -67,19 +63,13 @@ def sync_url(settings: Settings, **page_params: object) -> None:
 
 
 def url_int(name: str, default: int, low: int, high: int) -> int:
-    """A page's own integer parameter from the URL, clamped, with a notice when it was bad."""
+    """A page's own integer parameter from the URL, clamped, with a notice when it was bad (never raises)."""
     raw = st.query_params.get(name)
     if raw is None:
         return default
-    raw = raw.strip()
-    if not raw.lstrip("+-").isdigit() or len(raw) > 12:
-        notice(f"{name}={cfg.quote(raw)} is not a whole number; using {default}.")
-        return default
-    value = int(raw)
-    if not low <= value <= high:
-        clamped = min(max(value, low), high)
-        notice(f"{name}={cfg.quote(raw)} is outside {low}–{high}; using {clamped}.")
-        return clamped
+    value, message = cfg.parse_int(name, raw, default, low, high)
+    if message is not None:
+        notice(message)
     return value
 
 
@@ -88,10 +78,22 @@ def url_choice(name: str, default: str, choices: list[str] | tuple[str, ...]) ->
     raw = st.query_params.get(name)
     if raw is None:
         return default
-    if raw in choices:
-        return raw
-    notice(f"{name}={cfg.quote(raw)} is not one of {', '.join(choices)}; using {default}.")
-    return default
+    value, message = cfg.parse_choice(name, raw, default, choices)
+    if message is not None:
+        notice(message)
+    return value
+
+
+def range_slider_or_fixed(container, label: str, low: int, high: int, *, key: str, **kwargs) -> int:
+    """A slider from low to high; where the range has one value (or none), that value as a caption instead.
+
+    ``st.slider`` raises StreamlitInvalidMinMaxError when min_value == max_value (a one-key window).
+    """
+    if high <= low:
+        st.session_state[key] = low
+        container.caption(f"{label}: {low} (the only value these settings allow)")
+        return low
+    return int(container.slider(label, low, high, key=key, **kwargs))
 
 
 def section_choice(url_name: str, sections: dict[str, str], default: str) -> str:
@@ -247,8 +249,7 @@ def cached_module(spec: runs.ModuleSpec):
     return runs.build_module(spec)
 
 
-HEAVY_RUNS = threading.BoundedSemaphore(1)  # big runs one at a time, process-wide
-HEAVY_CELLS = 2**20  # b·h·T² above which a run waits for the others (4 MiB per float32 attention matrix)
+HEAVY_CELLS = admission.HEAVY_CELLS  # b·h·T² above which a run waits for the others (see explorer.admission)
 
 
 def fit_budget(settings: Settings, max_cells: int, page: str) -> Settings:
@@ -269,24 +270,14 @@ def fit_budget(settings: Settings, max_cells: int, page: str) -> Settings:
 
 
 def is_heavy(settings: Settings) -> bool:
-    return settings.batch_size * settings.num_heads * settings.num_tokens**2 > HEAVY_CELLS
+    return admission.explorer_is_heavy(settings)
 
 
-@contextlib.contextmanager
 def heavy_gate(settings: Settings):
-    """Let one big run at a time hold its trace (up to ~4·b·h·T² floats); small runs pass straight through.
-
-    Two students at the largest setting at once would need twice the memory; the second one waits, then
-    usually finds the first one's figures in the cache. Afterwards the freed memory is handed back to the OS.
-    """
-    if not is_heavy(settings):
-        yield
-        return
-    with HEAVY_RUNS:
-        try:
-            yield
-        finally:
-            release_memory()
+    """Big runs go one at a time through the one admission gate (explorer.admission); small runs pass straight
+    through. A waiting run gives up when its session ends; afterwards freed memory goes back to the OS."""
+    cells = settings.batch_size * settings.num_heads * settings.num_tokens**2
+    return admission.admit(f"the explorer at b·h·T² = {cells:,}", heavy=is_heavy(settings))
 
 
 def gated(cached_function):
@@ -301,25 +292,7 @@ def gated(cached_function):
     return run
 
 
-def release_memory() -> None:
-    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them)."""
-    gc.collect()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc():
-    """glibc, tuned so a big trace's memory goes back to the OS: 2 arenas, blocks ≥ 1 MiB mmapped."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-8, 2)  # M_ARENA_MAX
-        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
-        return libc
-    except (OSError, AttributeError):  # not glibc (macOS, musl): the defaults stay
-        return None
-
-
-_LIBC = _load_libc()
+release_memory = admission.release_memory
 
 
 # Two levels of cache. The computed view (a run's trace, keyed on settings) is reused by every section, batch element
@@ -402,23 +375,39 @@ def show_figure(panel, presenter: bool = False) -> None:
 log = logging.getLogger("mha_explorer")
 
 
+def _control_flow_classes() -> tuple[type[BaseException], ...]:
+    """Streamlit's own control flow, by class: st.stop raises StopException; st.rerun and st.switch_page raise
+    RerunException. Both derive from ScriptControlException (a BaseException): they must pass through."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+    return (ScriptControlException,)
+
+
 def _is_streamlit_control_flow(error: BaseException) -> bool:
-    """st.stop, st.rerun and st.switch_page work by raising; they must pass through the guard."""
-    return type(error).__module__.startswith("streamlit.")
+    return isinstance(error, _control_flow_classes())
 
 
 def run_page(main: Callable[[], None]) -> None:
     """Run a page's body; turn any exception into a short message that says what to change, and log it.
 
-    Out-of-memory gets its own advice. The user's settings stay in session state and the URL.
+    Everything but Streamlit's control flow is caught, Streamlit's own API errors included (a widget given
+    an impossible range). Out-of-memory gets its own advice; a session that ended mid-run stops quietly.
+    The user's settings stay in session state and the URL.
     """
+    from . import admission
+
     try:
         main()
-    except Exception as error:  # noqa: BLE001 - this is the page boundary
-        if _is_streamlit_control_flow(error):
-            raise
+    except BaseException as error:  # noqa: BLE001 - this is the page boundary
+        if _is_streamlit_control_flow(error) or not isinstance(error, Exception):
+            raise  # st.stop / st.rerun / st.switch_page, KeyboardInterrupt, SystemExit
+        if isinstance(error, admission.SessionEndedError):
+            log.info("stopped work for a session that ended: %s", error)
+            return
         log.error("page failed: %s", "".join(traceback.format_exception(error)))
-        if isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
+        if isinstance(error, admission.ServerBusyError):
+            st.warning(f"{error} Try again in a minute; your settings are kept.", icon=":material/hourglass:")
+        elif isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
             st.error("The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
                      "or choose the cpu device.")
             _offer_smaller_settings()

@@ -26,6 +26,10 @@ MAX_BATCH = 8
 MAX_DROPOUT = 0.9
 MAX_SEED = 2**31 - 1
 MAX_TEXT_CHARS = 2000
+# What the Trained heads page offers; a ?trained= link is clamped to it, so a link costs no more than the page.
+TRAIN_HEAD_CHOICES = (1, 2, 4, 8)  # divisors of TRAIN_D_MODEL
+TRAIN_D_MODEL = 32
+TRAIN_MIN_STEPS, TRAIN_MAX_STEPS = 10, 2000
 # b·h·T² attention cells per kind of matrix: 16 heads × 1024² tokens with batch 1 fits, bigger does not.
 MAX_ATTENTION_CELLS = MAX_HEADS * MAX_TOKENS * MAX_TOKENS
 
@@ -55,8 +59,17 @@ class Settings:
         return self.d_out // self.num_heads
 
     def module_spec(self) -> ModuleSpec:
-        return ModuleSpec(self.d_in, self.d_out, self.context_length, self.dropout, self.num_heads,
-                          self.qkv_bias, self.seed, self.device, self.dtype)
+        return ModuleSpec(
+            self.d_in,
+            self.d_out,
+            self.context_length,
+            self.dropout,
+            self.num_heads,
+            self.qkv_bias,
+            self.seed,
+            self.device,
+            self.dtype,
+        )
 
     def input_spec(self) -> InputSpec:
         return InputSpec(self.input, self.num_tokens, self.d_in, self.batch_size, self.seed, self.text)
@@ -80,8 +93,9 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "batch_size": (1, MAX_BATCH),
     "seed": (0, MAX_SEED),
 }
-_INT_PATTERN = re.compile(r"[+-]?\d{1,30}")
-_FLOAT_PATTERN = re.compile(r"[+-]?(\d{1,20}(\.\d{0,20})?|\.\d{1,20})([eE][+-]?\d{1,4})?")
+# ASCII digits only: ``\d`` and ``str.isdigit`` also accept other scripts' digits (``٣``, ``²``).
+_INT_PATTERN = re.compile(r"[+-]?[0-9]{1,12}")
+_FLOAT_PATTERN = re.compile(r"[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,4})?")
 KNOWN_DEVICES = ("cpu", "cuda", "mps")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
@@ -94,17 +108,36 @@ def quote(value: object, limit: int = 40) -> str:
     return f"`{text}`" if text.strip() else "`(empty)`"
 
 
-def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
-    low, high = INT_RANGES[name]
-    if not _INT_PATTERN.fullmatch(raw.strip()):
-        notices.append(f"{name}={quote(raw)} is not a whole number; using {getattr(DEFAULTS, name)}.")
-        return None
-    value = int(raw.strip())
+def parse_int(name: str, raw: object, default: int, low: int, high: int) -> tuple[int, str | None]:
+    """The one strict integer parser for URL values: (value, notice or None); never raises.
+
+    Only ``[+-]?[0-9]{1,12}`` after trimming spaces is a number; anything else gives ``default`` with a
+    notice, and a number outside [low, high] is clamped with a notice.
+    """
+    text = str(raw).strip()
+    if not _INT_PATTERN.fullmatch(text):
+        return default, f"{name}={quote(raw)} is not a whole number; using {default}."
+    value = int(text)
     if not low <= value <= high:
         clamped = min(max(value, low), high)
-        notices.append(f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}.")
-        return clamped
-    return value
+        return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
+    return value, None
+
+
+def parse_choice(name: str, raw: object, default: str, choices) -> tuple[str, str | None]:
+    """The one strict choice parser: the value if it is exactly one of ``choices``, else the default, with a notice."""
+    choices = [str(c) for c in choices]
+    if isinstance(raw, str) and raw in choices:
+        return raw, None
+    return default, f"{name}={quote(raw)} is not one of {', '.join(choices)}; using {default}."
+
+
+def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
+    low, high = INT_RANGES[name]
+    value, notice = parse_int(name, raw, getattr(DEFAULTS, name), low, high)
+    if notice is not None:
+        notices.append(notice)
+    return value if _INT_PATTERN.fullmatch(str(raw).strip()) else None  # None: keep the base settings' value
 
 
 def _parse_float(name: str, raw: str, low: float, high: float, notices: list[str]) -> float | None:
@@ -131,11 +164,11 @@ def _parse_bool(name: str, raw: str, notices: list[str]) -> bool | None:
 
 
 def _parse_choice(name: str, raw: str, choices: tuple[str, ...] | list[str], notices: list[str]) -> str | None:
-    if raw in choices:
-        return raw
-    fallback = getattr(DEFAULTS, name)
-    notices.append(f"{name}={quote(raw)} is not one of {', '.join(choices)}; using {fallback}.")
-    return None
+    value, notice = parse_choice(name, raw, getattr(DEFAULTS, name), choices)
+    if notice is not None:
+        notices.append(notice)
+        return None
+    return value
 
 
 def parse_query(params: Mapping[str, object], base: Settings = DEFAULTS) -> tuple[Settings, list[str]]:
@@ -199,18 +232,22 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
         notices.append("The sentence has no words; using the book's sentence.")
         s = replace(s, text=BOOK_TEXT)
     if s.input == "book" and s.d_in != 3:
-        notices.append(f"The book's embeddings are 3-dimensional; with d_in={s.d_in} its six words are embedded "
-                       "from their text instead.")
+        notices.append(
+            f"The book's embeddings are 3-dimensional; with d_in={s.d_in} its six words are embedded "
+            "from their text instead."
+        )
         s = replace(s, input="text", text=BOOK_TEXT)
     available = {"book": 6, "text": len(tokenize(s.text)), "random": s.num_tokens}[s.input]
     if s.num_tokens > available:
-        notices.append(f"The input has {available} tokens; tokens {available}–{s.num_tokens - 1} are seeded "
-                       "random embeddings.")
+        notices.append(
+            f"The input has {available} tokens; tokens {available}–{s.num_tokens - 1} are seeded random embeddings."
+        )
     elif s.input == "text" and s.num_tokens < available:
         notices.append(f"The sentence has {available} tokens; showing the first {s.num_tokens}.")
     if s.context_length < s.num_tokens:
-        notices.append(f"context_length={s.context_length} is below num_tokens={s.num_tokens}; "
-                       f"raised to {s.num_tokens}.")
+        notices.append(
+            f"context_length={s.context_length} is below num_tokens={s.num_tokens}; raised to {s.num_tokens}."
+        )
         s = replace(s, context_length=s.num_tokens)
     if s.device not in devices.available_devices():
         notices.append(f"Device {quote(s.device)} is not available here; using cpu.")
@@ -221,29 +258,76 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
     cells = s.batch_size * s.num_heads * s.num_tokens**2
     if cells > MAX_ATTENTION_CELLS:
         fitting = max(1, MAX_ATTENTION_CELLS // (s.num_heads * s.num_tokens**2))
-        notices.append(f"batch_size={s.batch_size} × {s.num_heads} heads × {s.num_tokens}² tokens is over the "
-                       f"memory budget of {MAX_ATTENTION_CELLS:,} attention cells; using batch_size={fitting}.")
+        notices.append(
+            f"batch_size={s.batch_size} × {s.num_heads} heads × {s.num_tokens}² tokens is over the "
+            f"memory budget of {MAX_ATTENTION_CELLS:,} attention cells; using batch_size={fitting}."
+        )
         s = replace(s, batch_size=fitting)
     return s, notices
 
 
+def clamp_trained(config, layer: int):
+    """(config, layer, notices): a trained config moved inside what the Trained heads page offers.
+
+    The page trains d_model = TRAIN_D_MODEL with TRAIN_HEAD_CHOICES heads, TRAIN_MIN_STEPS–TRAIN_MAX_STEPS steps,
+    and the task's own vocabulary, length, batch and learning rate. A link asking for more (a 64-token,
+    256-batch, 2000-step run takes most of an hour) gets the nearest run the page could have made.
+    """
+    from mha_core.training import TASKS
+
+    defaults = TASKS[config.task].defaults
+    heads = max(h for h in TRAIN_HEAD_CHOICES if h <= config.num_heads) if config.num_heads >= 1 else 1
+    wanted = {
+        "num_heads": heads,
+        "d_model": TRAIN_D_MODEL,
+        "vocab_size": defaults.vocab_size,
+        "seq_len": defaults.seq_len,
+        "batch_size": defaults.batch_size,
+        "lr": defaults.lr,
+        "steps": min(max(config.steps, TRAIN_MIN_STEPS), TRAIN_MAX_STEPS),
+    }
+    changed = {name: value for name, value in wanted.items() if getattr(config, name) != value}
+    if not changed:
+        return config, layer, []
+    what = ", ".join(f"{name} {getattr(config, name):g} → {value:g}" for name, value in changed.items())
+    notice = f"The trained model in this link is not one the Trained heads page trains; using {what}."
+    return replace(config, **changed), layer, [notice]
+
+
 def _fit_trained(s: Settings, notices: list[str]) -> Settings:
     """Settings that define the module follow the trained model; a bad spec falls back to random weights."""
-    from mha_core.training import parse_trained_spec  # training pulls in torch.optim: import only when used
+    from mha_core.training import format_trained_spec, parse_trained_spec  # pulls in torch.optim: only when used
 
     try:
         config, layer = parse_trained_spec(s.trained)
     except ValueError as error:
-        notices.append(f"trained={quote(s.trained)} is not a trained model ({quote(error, 120)}); "
-                       "showing seeded random weights.")
+        notices.append(
+            f"trained={quote(s.trained)} is not a trained model ({quote(error, 120)}); showing seeded random weights."
+        )
         return replace(s, trained="")
-    fixed = dict(num_heads=config.num_heads, d_in=config.d_model, d_out=config.d_model, num_tokens=config.seq_len,
-                 context_length=config.seq_len, batch_size=1, dropout=0.0, train=False, qkv_bias=False,
-                 device="cpu", dtype="float32", input="random")
-    changed = [name for name, value in fixed.items() if getattr(s, name) != value]
+    config, layer, clamped = clamp_trained(config, layer)
+    notices += clamped
+    fixed = dict(
+        num_heads=config.num_heads,
+        d_in=config.d_model,
+        d_out=config.d_model,
+        num_tokens=config.seq_len,
+        context_length=config.seq_len,
+        batch_size=1,
+        dropout=0.0,
+        train=False,
+        qkv_bias=False,
+        device="cpu",
+        dtype="float32",
+        input="random",
+        trained=format_trained_spec(config, layer),
+    )
+    changed = [name for name, value in fixed.items() if getattr(s, name) != value and name != "trained"]
     if changed and not (changed == ["input"] and s.input != "random"):
-        notices.append(f"Showing layer {layer} of a model trained on {config.task}: "
-                       f"{', '.join(n for n in changed if n != 'input')} follow the trained model.")
+        notices.append(
+            f"Showing layer {layer} of a model trained on {config.task}: "
+            f"{', '.join(n for n in changed if n != 'input')} follow the trained model."
+        )
     return replace(s, **fixed)
 
 

@@ -20,9 +20,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import streamlit as st
+import torch
 
 from mha_core import training
 from mha_core.training import ExplorerInput, TrainConfig, TrainResult
+
+from . import admission
+from . import settings as cfg
 
 MAX_RESULTS = 16  # finished runs kept for all sessions together; a default run's state dict is ~20 KB
 _JOB_KEY = "_trained_job"  # session_state: the running (or just finished) TrainingJob
@@ -76,8 +80,10 @@ def finished_result(config: TrainConfig) -> TrainResult | None:
 
 
 def train_and_store(config: TrainConfig, *, progress=None, should_stop=None, store: ResultStore | None = None):
-    """Train now; store the result for every session only if it ran to the end."""
-    result = training.run(config, progress=progress, should_stop=should_stop)
+    """Train now, within the time budget; store the result for every session only if it ran to the end."""
+    result = training.run(
+        config, progress=progress, should_stop=should_stop, time_budget_s=admission.TRAIN_TIME_BUDGET_S
+    )
     if not result.stopped_early:
         (store if store is not None else result_store()).put(result)
     return result
@@ -96,10 +102,25 @@ def _explorer_input(config: TrainConfig, layer: int) -> ExplorerInput:
 def trained_explorer_input(spec: str) -> ExplorerInput:
     """The trained layer a ``?trained=<spec>`` link names: its module, input (1, T, d_model) and labels.
 
-    Raises ValueError (from ``parse_trained_spec``) when the spec is bad. Trains if no finished run
-    of the config is stored. Shared by every session: never mutate the module or the input.
+    Raises ValueError (from ``parse_trained_spec``) when the spec is bad. The config is clamped to what the
+    Trained heads page offers (``settings.clamp_trained``), so a link costs no more than the page. If no
+    finished run is stored, it trains through the admission gate, within the time budget, and stops when
+    the session ends (``admission.SessionEndedError``). Shared by every session: never mutate the result.
     """
     config, layer = training.parse_trained_spec(spec)
+    config, layer, _ = cfg.clamp_trained(config, layer)
+    if finished_result(config) is None:
+        ended = admission.session_ended()
+        with admission.admit(f"training {config.task} for a link", should_stop=ended):
+            if finished_result(config) is None:  # another session may have trained it while this one waited
+                result = train_and_store(config, should_stop=ended)
+                if result.stopped_early and ended():
+                    raise admission.SessionEndedError(f"training {config.task} for a link")
+                if result.stopped_early:
+                    raise admission.ServerBusyError(
+                        f"Training this link's model stopped at step {result.steps_run} of {config.steps}: "
+                        f"over the {admission.TRAIN_TIME_BUDGET_S:.0f} s budget on a busy server."
+                    )
     return _explorer_input(config, layer)
 
 
@@ -109,10 +130,11 @@ def trained_explorer_input(spec: str) -> ExplorerInput:
 class TrainingJob:
     """One training run in a daemon thread: progress is recorded for the page to poll, stop is a flag."""
 
-    def __init__(self, config: TrainConfig, store: ResultStore):
+    def __init__(self, config: TrainConfig, store: ResultStore, session_ended=None):
         self.config = config
         self._store = store  # resolved in the script thread: no Streamlit calls from the worker
         self._stop = threading.Event()
+        self._should_stop = admission.either(self._stop.is_set, session_ended)  # Stop pressed, or the tab closed
         self._lock = threading.Lock()
         self._steps: list[int] = []
         self._loss: list[float] = []
@@ -134,9 +156,14 @@ class TrainingJob:
 
     def _work(self) -> None:
         try:
-            self.result = train_and_store(
-                self.config, progress=self._progress, should_stop=self._stop.is_set, store=self._store
-            )
+            with admission.admit(f"training {self.config.task}", should_stop=self._should_stop):
+                self.result = train_and_store(
+                    self.config, progress=self._progress, should_stop=self._should_stop, store=self._store
+                )
+        except admission.SessionEndedError:
+            self.error = "the session ended"
+        except torch.OutOfMemoryError:
+            self.error = "the device ran out of memory; choose fewer heads or steps, or the cpu device"
         except Exception as error:  # shown on the page, not lost in a thread
             self.error = f"{type(error).__name__}: {error}"
 
@@ -181,7 +208,7 @@ def start_job(config: TrainConfig) -> TrainingJob:
     """Start training this config in the background, unless this session is already training."""
     job = current_job()
     if job is None:
-        job = st.session_state[_JOB_KEY] = TrainingJob(config, result_store()).start()
+        job = st.session_state[_JOB_KEY] = TrainingJob(config, result_store(), admission.session_ended()).start()
     return job
 
 

@@ -14,6 +14,8 @@ Axis letters: b batch, t/i query position, s/j key position, h heads, d head_dim
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn as nn
 
@@ -114,6 +116,10 @@ class QKVMultiHeadAttention(nn.Module):
 
     ``attn_mask``: bool, (b, i, j) or (i, j), True = may attend. Unlike continuiti,
     ``dropout_p`` is applied to the attention weights in training mode.
+
+    ``attention`` is called the continuiti way, with keywords:
+    ``attention(query=..., key=..., value=..., attn_mask=...)``, so any continuiti-style callable plugs in.
+    ``dropout_p=`` and ``recorder=`` are passed only when its signature accepts them (read once per callable).
     """
 
     def __init__(self, hidden_dim, n_heads, attention: Attention | None = None, dropout_p=0.0, bias=True):
@@ -126,6 +132,13 @@ class QKVMultiHeadAttention(nn.Module):
         self.dropout_p = float(dropout_p)
         self.bias = bias
         self.attention = attention if attention is not None else ExplicitAttention()
+        self._extra_keywords = _accepted_keywords(self.attention)
+        self._inspected = (self.attention,)  # a tuple: an nn.Module here would be registered twice
+        if self.dropout_p > 0 and "dropout_p" not in self._extra_keywords:
+            raise ValueError(
+                f"dropout_p={self.dropout_p} needs an attention that accepts dropout_p; {self.attention!r} "
+                "takes only (query, key, value, attn_mask)"
+            )
         self.query_project = nn.Linear(hidden_dim, hidden_dim, bias=bias)
         self.key_project = nn.Linear(hidden_dim, hidden_dim, bias=bias)
         self.value_project = nn.Linear(hidden_dim, hidden_dim, bias=bias)
@@ -136,9 +149,7 @@ class QKVMultiHeadAttention(nn.Module):
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             _check_input(name, tensor, self.hidden_dim)
         if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(
-                f"batch sizes differ: query {query.shape[0]}, key {key.shape[0]}, value {value.shape[0]}"
-            )
+            raise ValueError(f"batch sizes differ: query {query.shape[0]}, key {key.shape[0]}, value {value.shape[0]}")
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key has {key.shape[1]} tokens but value has {value.shape[1]}")
         batch_size, tgt_len, src_len = query.shape[0], query.shape[1], key.shape[1]
@@ -154,7 +165,23 @@ class QKVMultiHeadAttention(nn.Module):
             if attn_mask.ndim == 3:
                 attn_mask = attn_mask.unsqueeze(1)  # (b, 1, i, j): one mask for every head
             attn_mask = rec("mask", attn_mask, "attention mask as used (True = may attend)")
-        dropout_p = self.dropout_p if self.training else 0.0
-        context = self.attention(queries, keys, values, attn_mask, dropout_p, rec)  # (b, h, i, d)
+        if self.attention is not self._inspected[0]:  # replaced after construction: read its signature again
+            self._extra_keywords, self._inspected = _accepted_keywords(self.attention), (self.attention,)
+        extra = {"dropout_p": self.dropout_p if self.training else 0.0, "recorder": rec}
+        extra = {name: value for name, value in extra.items() if name in self._extra_keywords}
+        context = self.attention(query=queries, key=keys, value=values, attn_mask=attn_mask, **extra)  # (b, h, i, d)
         context = merge_heads(context, rec)  # (b, i, E)
         return rec("output", self.out_project(context), "output = out_project(context)")  # (b, i, E)
+
+
+def _accepted_keywords(attention) -> frozenset[str]:
+    """Which of dropout_p and recorder ``attention`` accepts as keywords (all of them with ``**kwargs``)."""
+    optional = frozenset({"dropout_p", "recorder"})
+    try:
+        parameters = inspect.signature(attention).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some builtins): the four continuiti keywords only
+        return frozenset()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return optional
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return optional & named

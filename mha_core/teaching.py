@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import torch
 
-from . import devices, masks
+from . import devices, masks, runs  # runs.run_trace looked up at call time: one place to patch or wrap
 from .attention import ExplicitAttention, FusedAttention
 from .modules import MultiHeadAttention, QKVMultiHeadAttention
 from .reference import ReferenceReport, compare_with_torch
 from .rng import seeded
-from .runs import ModuleSpec, build_module, run_trace
+from .runs import ModuleSpec
 from .trace import Trace, trace_forward
 
 # --- entropy of attention rows ---------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def entropy_sweep(module: MultiHeadAttention, x: torch.Tensor, multipliers: Sequ
     for m in multipliers:
         if not m > 0:
             raise ValueError(f"scale multipliers must be positive, got {m}")
-        trace = run_trace(module, x, attention=ExplicitAttention(scale=m / math.sqrt(head_dim)))
+        trace = runs.run_trace(module, x, attention=ExplicitAttention(scale=m / math.sqrt(head_dim)))
         result.append(mean_entropy(trace.steps["attn_weights"]))
     return result
 
@@ -301,7 +301,7 @@ def compare_on_device(spec: ModuleSpec, x: torch.Tensor, *, cpu_baseline: bool |
     """
     if cpu_baseline is None:
         cpu_baseline = "float64" not in devices.available_dtypes(spec.device)
-    module = build_module(spec)
+    module = runs.build_module(spec)
     weight = module.W_query.weight
     x = x.to(device=weight.device, dtype=weight.dtype)
     return compare_with_torch(module, x, baseline_device="cpu" if cpu_baseline else None)

@@ -374,6 +374,7 @@ class TinyAttentionModel(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 HELDOUT_SIZE = 512  # held-out sequences for the final accuracy and head scores
+HELDOUT_CHUNK = 64  # held-out sequences run at once: the evaluation's memory is that of a 64-sequence batch
 NUM_LOG_POINTS = 100  # history keeps about this many points; progress is called at each
 
 
@@ -608,13 +609,44 @@ def _cosine_decay(total_steps: int) -> Callable[[int], float]:
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total_steps) / total_steps))
 
 
-def run(config: TrainConfig, *, progress=None, should_stop=None) -> TrainResult:
+def run(config: TrainConfig, *, progress=None, should_stop=None, time_budget_s: float | None = None) -> TrainResult:
     """Train on an already validated config (see ``train`` and ``make_config``).
 
-    torch's thread count is left alone: it belongs to the process (the app sets it once, in
-    ``explorer.server_setup``), never to one run in one session's thread.
+    ``should_stop()`` is polled before every step; past ``time_budget_s`` seconds training also stops early.
+    Either way the result says ``stopped_early`` and is evaluated on the steps run. torch's thread count is left
+    alone: it belongs to the process (the app sets it once, in ``explorer.server_setup``), never to one run.
     """
+    if time_budget_s is not None:
+        deadline = time.monotonic() + time_budget_s
+        asked = should_stop
+        should_stop = lambda: time.monotonic() > deadline or (asked is not None and asked())  # noqa: E731
     return _run(config, progress, should_stop)
+
+
+def _evaluate(model: TinyAttentionModel, task: Task, tokens_batch: TaskBatch, vocab_size: int):
+    """(accuracy, head scores (layers, h)) over a held-out batch, HELDOUT_CHUNK sequences at a time.
+
+    Sums of correct predictions and of pattern weight are accumulated, so the result equals one big batch's
+    (up to float rounding) while memory stays that of a chunk: b·h·T² for HELDOUT_CHUNK sequences.
+    """
+    correct, counted = 0.0, 0
+    head_sums = None
+    for begin in range(0, tokens_batch.tokens.shape[0], HELDOUT_CHUNK):
+        chunk = TaskBatch(*(tensor[begin : begin + HELDOUT_CHUNK] for tensor in tokens_batch))
+        scored = int(chunk.scored.sum())
+        if scored == 0:
+            continue
+        with torch.no_grad():
+            _, accuracy = _scored_loss_and_accuracy(model(chunk.tokens), chunk)
+            weights = model.attention_weights(chunk.tokens)  # per layer (b, h, T, T)
+        correct += float(accuracy) * scored
+        counted += scored
+        sums = np.stack([task.pattern_score(w, chunk.tokens, vocab_size) for w in weights]) * scored
+        head_sums = sums if head_sums is None else head_sums + sums
+        del weights
+    if head_sums is None:  # nothing scored anywhere
+        return 0.0, np.zeros((len(model.layers), model.layers[0].num_heads))
+    return correct / counted, head_sums / counted
 
 
 def _run(config: TrainConfig, progress, should_stop) -> TrainResult:
@@ -652,11 +684,7 @@ def _run(config: TrainConfig, progress, should_stop) -> TrainResult:
     heldout = task.batch(
         torch.Generator().manual_seed(2 * config.seed + 1), HELDOUT_SIZE, config.seq_len, config.vocab_size
     )
-    with torch.no_grad():
-        _, heldout_accuracy = _scored_loss_and_accuracy(model(heldout.tokens), heldout)
-    head_scores = np.stack(
-        [task.pattern_score(w, heldout.tokens, config.vocab_size) for w in model.attention_weights(heldout.tokens)]
-    )  # (layers, h)
+    heldout_accuracy, head_scores = _evaluate(model, task, heldout, config.vocab_size)  # head_scores (layers, h)
     return TrainResult(
         config=config,
         state_dict={name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()},

@@ -59,7 +59,9 @@ def main() -> None:
             seed_int("masks_window", "window", 2, 1, src_len)
             seed_choice("masks_side", "window_side", "causal", ("causal", "both"))
             w1, w2 = st.columns(2)
-            window = int(w1.slider("window: keys within this distance", 1, src_len, key="masks_window"))
+            window = controls.range_slider_or_fixed(
+                w1, "window: keys within this distance", 1, src_len, key="masks_window"
+            )
             side = w2.radio(
                 "which side",
                 ("causal", "both"),

@@ -14,14 +14,15 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from explorer import controls, training_cache, training_view
+from explorer import settings as cfg
 from mha_core import training
 from mha_core.training import TASKS
 
 st.set_page_config(page_title="Trained heads · Multi-Head Attention Explorer", page_icon="🎓", layout="wide")
 
-HEAD_CHOICES = (1, 2, 4, 8)  # divisors of d_model = 32
-D_MODEL = 32
-MIN_STEPS, MAX_STEPS = 10, 2000  # within what a trained spec can carry
+HEAD_CHOICES = cfg.TRAIN_HEAD_CHOICES  # divisors of d_model = 32; ?trained= links are clamped to the same offer
+D_MODEL = cfg.TRAIN_D_MODEL
+MIN_STEPS, MAX_STEPS = cfg.TRAIN_MIN_STEPS, cfg.TRAIN_MAX_STEPS  # within what a trained spec can carry
 TASK_LABELS = {
     "previous_token": "Previous token",
     "first_token": "First token",

@@ -6,7 +6,7 @@ figures and the table come from explorer.cost_view. Nothing is measured until "M
 
 import streamlit as st
 
-from explorer import controls, cost_view
+from explorer import admission, controls, cost_view
 from explorer.panels import Panel
 from mha_core import cost
 
@@ -37,10 +37,10 @@ def main() -> None:
 
     st.title("Cost: time and memory against sequence length")
     controls.show_notices()
-    longest = cost_view.fitting_max_tokens(settings.batch_size, settings.num_heads, chosen)
+    longest = admission.cost_max_tokens(settings.batch_size, settings.num_heads, chosen, cost.TOKEN_STEPS)
     if longest < chosen:
         st.warning(f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens is over the "
-                   f"memory budget of {cost_view.MAX_ATTENTION_CELLS:,} attention cells; measuring up to "
+                   f"measurement's memory budget of {admission.COST_MAX_CELLS:,} attention cells; measuring up to "
                    f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
                    icon="⚠️")
     spec = cost.CostSpec(num_heads=settings.num_heads, head_dim=settings.head_dim, batch_size=settings.batch_size,
@@ -59,8 +59,17 @@ def main() -> None:
 
     if st.button("Measure", type="primary", key="cost_measure"):
         bar = st.progress(0.0, text="Waiting for the CPU…")
+        ended = admission.session_ended()
+
+        def progress(done: float, text: str) -> None:
+            """Called between measurements: a closed tab stops the measurement here."""
+            if ended():
+                raise admission.SessionEndedError("the Cost measurement")
+            bar.progress(min(1.0, done), text)
+
         try:
-            state.cost_report = cost.measure(spec, progress=lambda done, text: bar.progress(min(1.0, done), text))
+            with admission.admit("the Cost measurement", should_stop=ended):
+                state.cost_report = cost.measure(spec, progress=progress)
         except TimeoutError as error:
             st.warning(f"{error}.", icon="⏳")
         bar.empty()

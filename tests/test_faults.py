@@ -29,7 +29,7 @@ from bench.load_test import (
 from bench.memory_report import MALLOC_ENV
 from explorer import controls
 from explorer import settings as cfg
-from mha_core import cost, devices, runs
+from mha_core import cost, devices, runs, teaching, training
 
 from .test_fuzz import PAGES, ROOT, check_page, open_page
 
@@ -47,8 +47,12 @@ def _with_boundary(page: str, strict: bool = True):
     """
     if "run_page(" in (ROOT / page).read_text():
         return page
-    return pytest.param(page, marks=pytest.mark.xfail(
-        strict=strict, reason="the page does not wrap its body in controls.run_page (the page boundary)"))
+    return pytest.param(
+        page,
+        marks=pytest.mark.xfail(
+            strict=strict, reason="the page does not wrap its body in controls.run_page (the page boundary)"
+        ),
+    )
 
 
 @pytest.fixture
@@ -62,6 +66,7 @@ def fresh_caches():
 
 
 # --- a device that is not there -------------------------------------------------------------------------------------
+
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 @pytest.mark.parametrize("page", PAGES, ids=_page_id)
@@ -80,43 +85,56 @@ def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_a_notice(page):
 def test_other_devices_fall_back_to_the_cpu(device):
     at = open_page("app.py", {"device": device})
     check_page(at, [device], device)
-    assert at.session_state.settings.device == "cpu" if device not in devices.available_devices() else device
+    expected = device if device in devices.available_devices() else "cpu"
+    assert at.session_state.settings.device == expected
     assert any(device.replace("`", " ")[:40] in w.value or "not one of" in w.value for w in at.warning)
 
 
 # --- out of memory --------------------------------------------------------------------------------------------------
 
+
 def _raise_oom(*args, **kwargs):
     raise torch.OutOfMemoryError(OOM_MESSAGE)
 
 
+# What starts the computation on each page: loading it, or the page's button.
+OOM_ACTIONS = {"pages/5_Trained_heads.py": "tr_train", "pages/6_Cost.py": "cost_measure"}
+
+
 @pytest.mark.parametrize("page", [_with_boundary(p, strict=False) for p in PAGES], ids=_page_id)
 def test_out_of_memory_is_caught_and_explained_on_every_page(page, monkeypatch, fresh_caches):
+    """Every page's computation runs out of memory (patched where each page looks it up) and says what to do."""
     monkeypatch.setattr(runs, "run_trace", _raise_oom)
     monkeypatch.setattr(runs, "build_module", _raise_oom)
-    at = open_page(page, {"num_heads": "4", "d_out": "16", "num_tokens": "9", "seed": "4242"})
-    check_page(at, [], page)
+    monkeypatch.setattr(teaching, "run_cross", _raise_oom)  # the Masks page's QKVMultiHeadAttention run
+    monkeypatch.setattr(training, "run", _raise_oom)  # the Trained heads page's run
+    monkeypatch.setattr(cost, "median_seconds", _raise_oom)  # the Cost page's measurement
+    at = open_page(page, {"num_heads": "4", "d_out": "16", "num_tokens": "9", "seed": "4242", "max_tokens": "64"})
+    if page in OOM_ACTIONS:
+        check_page(at, [], page)  # nothing computed yet: no error
+        at.button(key=OOM_ACTIONS[page]).click().run()
+    check_page(at, [], page, errors_expected=True)
     errors = [e.value for e in at.error]
-    for error in errors:  # whatever the page shows, it is the page boundary's advice, not a traceback
-        assert "ran out of memory" in error, error
-    if page == "app.py":
-        assert errors, "the explorer computes on every run, so it must explain the failure"
-    for error in errors:
-        assert "num_tokens" in error and "cpu" in error  # a smaller setting, or the CPU
+    assert errors, f"{page}: the computation ran out of memory, so the page must explain it"
+    for error in errors:  # whatever the page shows, it is advice, not a traceback
+        assert "ran out of memory" in error and "cpu" in error, error
+        assert "Traceback" not in error
+    if page not in OOM_ACTIONS:
+        assert all("num_tokens" in error for error in errors)  # a smaller setting, or the CPU
 
 
 def test_out_of_memory_in_a_cost_measurement_is_caught(monkeypatch):
     monkeypatch.setattr(cost, "median_seconds", _raise_oom)
     at = open_page("pages/6_Cost.py", {"num_heads": "2", "d_out": "8", "max_tokens": "64"})
     at.button(key="cost_measure").click().run()
-    check_page(at, [], "Cost")
+    check_page(at, [], "Cost", errors_expected=True)
     assert any("ran out of memory" in e.value for e in at.error)
 
 
 def test_out_of_memory_keeps_the_settings_so_the_student_can_lower_them(monkeypatch, fresh_caches):
     monkeypatch.setattr(runs, "run_trace", _raise_oom)
     at = open_page("app.py", {"num_heads": "4", "d_out": "16", "num_tokens": "33", "seed": "4243"})
-    assert at.session_state.settings.num_tokens == 33
+    assert at.error and at.session_state.settings.num_tokens == 33
     assert at.slider(key="w_num_tokens").value == 33
     monkeypatch.undo()
     at.slider(key="w_num_tokens").set_value(16).run()  # the student follows the advice
@@ -125,6 +143,7 @@ def test_out_of_memory_keeps_the_settings_so_the_student_can_lower_them(monkeypa
 
 
 # --- an exception inside a page -------------------------------------------------------------------------------------
+
 
 def _raise_runtime(*args, **kwargs):
     raise RuntimeError("injected fault")
@@ -144,6 +163,7 @@ def test_an_exception_in_a_page_is_caught_shown_short_and_logged(page, monkeypat
 
 
 # --- sessions at the same moment ------------------------------------------------------------------------------------
+
 
 def test_modules_built_at_the_same_moment_get_their_own_weights():
     specs = [runs.ModuleSpec(d_in=64, d_out=256, context_length=64, num_heads=4, seed=s) for s in range(24)]
@@ -165,6 +185,7 @@ def test_modules_built_at_the_same_moment_get_their_own_weights():
 
 # --- a tab closed in the middle of a run ----------------------------------------------------------------------------
 
+
 def test_a_session_that_hangs_up_mid_run_leaks_nothing_and_others_are_still_served():
     """Four tabs closed in the middle of a 16-head × 512-token run, one after another.
 
@@ -174,9 +195,11 @@ def test_a_session_that_hangs_up_mid_run_leaks_nothing_and_others_are_still_serv
     dropped after 1 s instead of 60 s. What may grow is the caches: one cached view and one cached module per
     run, counted from /_stcore/metrics and from the module's own bytes.
     """
+
     def view_cache_bytes(url: str) -> float:
-        return sum(v for name, v in metrics(url).items() if name.startswith("cache_memory_bytes")
-                   and "cached_view" in name)
+        return sum(
+            v for name, v in metrics(url).items() if name.startswith("cache_memory_bytes") and "cached_view" in name
+        )
 
     with StreamlitServer(env=MALLOC_ENV, extra_args=["--server.disconnectedSessionTTL=1"]) as server:
         with Session(server.port, "") as warm:  # torch and the app imported once, as for the first student

@@ -27,6 +27,7 @@ def make(d_in=8, d_out=8, heads=2, tokens=6, batch=2, bias=False, context_length
 
 # --- the trace ---------------------------------------------------------------------------------------------------
 
+
 def test_trace_output_is_bitwise_forward_and_steps_in_data_flow_order():
     module, x = make(d_in=5, d_out=12, heads=3, tokens=7, bias=True, context_length=9)
     trace = trace_forward(module, x)
@@ -37,9 +38,15 @@ def test_trace_output_is_bitwise_forward_and_steps_in_data_flow_order():
     assert names.index("attn_weights") < names.index("attn_weights_dropped") < names.index("context_heads")
     assert names.index("context_heads") < names.index("context_transposed") < names.index("context")
     expected_shapes = {
-        "queries": (2, 7, 12), "queries_split": (2, 7, 3, 4), "queries_heads": (2, 3, 7, 4),
-        "mask": (7, 7), "attn_scores": (2, 3, 7, 7), "attn_weights": (2, 3, 7, 7),
-        "context_heads": (2, 3, 7, 4), "context_transposed": (2, 7, 3, 4), "context": (2, 7, 12),
+        "queries": (2, 7, 12),
+        "queries_split": (2, 7, 3, 4),
+        "queries_heads": (2, 3, 7, 4),
+        "mask": (7, 7),
+        "attn_scores": (2, 3, 7, 7),
+        "attn_weights": (2, 3, 7, 7),
+        "context_heads": (2, 3, 7, 4),
+        "context_transposed": (2, 7, 3, 4),
+        "context": (2, 7, 12),
         "output": (2, 7, 12),
     }
     for name, shape in expected_shapes.items():
@@ -85,6 +92,7 @@ def test_every_step_maps_to_a_listing_line():
 
 # --- references ----------------------------------------------------------------------------------------------------
 
+
 def assert_within_twice_torch_error(ours: float, torch_error: float, magnitude: float = 1.0):
     """flash-attention's rule: our float32 error at most twice torch's, plus two ulps of slack."""
     assert ours <= 2 * torch_error + 2 * FLOAT32_EPS * magnitude, (ours, torch_error)
@@ -92,8 +100,13 @@ def assert_within_twice_torch_error(ours: float, torch_error: float, magnitude: 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    heads=st.integers(1, 6), head_dim=st.integers(1, 8), d_in=st.integers(1, 20), tokens=st.integers(1, 10),
-    batch=st.integers(1, 3), bias=st.booleans(), seed=st.integers(0, 2**16),
+    heads=st.integers(1, 6),
+    head_dim=st.integers(1, 8),
+    d_in=st.integers(1, 20),
+    tokens=st.integers(1, 10),
+    batch=st.integers(1, 3),
+    bias=st.booleans(),
+    seed=st.integers(0, 2**16),
 )
 def test_property_agrees_with_torch_references(heads, head_dim, d_in, tokens, batch, bias, seed):
     torch.manual_seed(seed)
@@ -145,6 +158,7 @@ def test_separate_heads_equal_batched_heads():
 
 # --- dropout and modes ----------------------------------------------------------------------------------------------
 
+
 def test_dropout_in_train_mode_vs_eval_mode():
     module, x = make(tokens=12, dropout=0.5)
     module.train()
@@ -173,6 +187,7 @@ def test_softmax_scale_can_be_swapped():
 
 
 # --- errors -------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "kwargs, message",
@@ -219,12 +234,15 @@ def test_validation_survives_python_dash_o():
     import ast
     import pathlib
 
-    for path in pathlib.Path("mha_core").glob("*.py"):
+    paths = sorted((pathlib.Path(__file__).resolve().parents[1] / "mha_core").glob("*.py"))  # not the cwd's
+    assert len(paths) >= 10, paths  # the library's modules, found from wherever pytest runs
+    for path in paths:
         tree = ast.parse(path.read_text())
         assert not any(isinstance(node, ast.Assert) for node in ast.walk(tree)), path
 
 
 # --- masks --------------------------------------------------------------------------------------------------------
+
 
 def test_mask_conventions_translate_in_one_place():
     book = masks.book_causal_buffer(4)
@@ -239,6 +257,7 @@ def test_mask_conventions_translate_in_one_place():
 
 
 # --- inputs and devices ---------------------------------------------------------------------------------------------
+
 
 def test_inputs_are_deterministic_and_labelled():
     x, labels = inputs.sentence_embeddings("the cat saw the dog.", 4, seed=7)

@@ -39,9 +39,9 @@ def train_calls(monkeypatch):
     calls: list[training.TrainConfig] = []
     real_run = training.run
 
-    def counting_run(config, *, progress=None, should_stop=None):
+    def counting_run(config, *, progress=None, should_stop=None, time_budget_s=None):
         calls.append(config)
-        return real_run(config, progress=progress, should_stop=should_stop)
+        return real_run(config, progress=progress, should_stop=should_stop, time_budget_s=time_budget_s)
 
     monkeypatch.setattr(training, "run", counting_run)
     return calls
@@ -234,7 +234,7 @@ def test_result_store_keeps_finished_runs_only_and_evicts_the_oldest():
 
 
 def test_a_failing_run_is_reported_on_the_page(monkeypatch):
-    def failing_run(config, *, progress=None, should_stop=None):
+    def failing_run(config, *, progress=None, should_stop=None, time_budget_s=None):
         raise RuntimeError("out of memory, say")
 
     monkeypatch.setattr(training, "run", failing_run)

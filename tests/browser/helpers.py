@@ -20,8 +20,18 @@ def wait_for_app(page, timeout: float = 60_000) -> None:
 
 
 def assert_no_exception(page) -> None:
+    """No exception box and no error box: run_page turns an exception into st.error, so both are failures."""
     exceptions = page.locator("[data-testid='stException']")
     assert exceptions.count() == 0, exceptions.first.inner_text()[:2000]
+    errors = page.locator("[data-testid='stAlertContentError']")
+    assert errors.count() == 0, f"{page.url}: the page shows an error: {errors.first.inner_text()[:2000]}"
+
+
+def assert_charts(page, minimum: int = 1) -> None:
+    """The page drew its charts (plotly draws after the script ends, so wait for the first one)."""
+    charts = page.locator("[data-testid='stPlotlyChart']")
+    charts.first.wait_for(timeout=60_000)
+    assert charts.count() >= minimum, f"{page.url}: {charts.count()} charts, expected at least {minimum}"
 
 
 def screenshot(page, name: str, max_height: int = 5000) -> Path:

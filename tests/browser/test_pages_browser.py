@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import assert_no_exception, screenshot, wait_for_app
+from .helpers import assert_charts, assert_no_exception, screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -26,8 +26,15 @@ def navigation_links(page, app_url) -> list[tuple[str, str]]:
 def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url):
     links = navigation_links(page, app_url)
     names = [name for name, _ in links]
-    for expected in ("Explorer", "Step through", "Heads and references", "Masks and cross-attention",
-                     "Knobs that teach", "Trained heads", "Cost"):
+    for expected in (
+        "Explorer",
+        "Step through",
+        "Heads and references",
+        "Masks and cross-attention",
+        "Knobs that teach",
+        "Trained heads",
+        "Cost",
+    ):
         assert expected in names, names
     for name, href in links:
         slug = name.lower().replace(" ", "_").replace("-", "_")
@@ -37,7 +44,26 @@ def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url
             wait_for_app(page)
             page.wait_for_timeout(1500)  # plotly draws after the script ends
             assert_no_exception(page)
+            if name not in ("Trained heads", "Cost"):  # those draw after a Train or Measure click
+                assert_charts(page)
             screenshot(page, f"page_{slug}{'_presenter' if presenter else ''}")
+
+
+HOSTILE_LINKS = [  # issue 10's repros, as a stranger would post them
+    "Step_through?step=--1",
+    "Masks_and_cross_attention?mask=sliding%20window&src_len=1",
+    "?trained=previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed1.cpu.layer0",
+    "?view_batch=%D9%A3&num_heads=%EF%BC%91",
+]
+
+
+@pytest.mark.parametrize("link", HOSTILE_LINKS)
+def test_hostile_links_show_a_notice_and_charts_never_an_error(page, app_url, link):
+    page.goto(f"{app_url}/{link}")
+    wait_for_app(page, timeout=120_000)
+    assert_no_exception(page)
+    assert_charts(page)
+    assert page.locator("[data-testid='stAlertContentWarning']").count() >= 1  # the notice says what changed
 
 
 def test_trained_heads_trains_in_the_browser(page, app_url):

@@ -1,0 +1,107 @@
+"""Does idle RSS come back after mixed use? A compressed soak: minutes of what an hour of a class does.
+
+One server (production settings, this repository's config). First one visit, so torch and the app are
+imported, and its idle RSS is the start. Then, for ``--seconds``, a few clients at once, each repeating a
+random visit: the explorer at its defaults or a medium setting with a fresh seed, a large run (16 heads ×
+512 tokens), a hostile ``?trained=`` link with a fresh seed (clamped to the page's offer, trained through the
+admission gate), or a tab closed in the middle of a large run. Then every client closes, and RSS is read
+after ``--settle-seconds``. Prints one JSON line: start, peak and settled RSS in MB, visits, errors.
+
+    python bench/soak.py [--seconds 240 --clients 4 --settle-seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.load_test import RssSampler, Session, StreamlitServer, big_query, hang_up_mid_run  # noqa: E402
+
+TRAINED = "previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed{seed}.cpu.layer0"
+
+
+def visit(port: int, kind: str) -> str | None:
+    """One visit of this kind; an error message, or None."""
+    seed = str(random.randrange(10**6, 10**7))
+    if kind == "hang_up":
+        hang_up_mid_run(port, big_query())
+        return None
+    query = {
+        "default": {},
+        "medium": {"num_heads": "8", "d_out": "64", "num_tokens": "64", "input": "random", "seed": seed},
+        "large": big_query(),
+        "trained": {"trained": TRAINED.format(seed=seed)},
+    }[kind]
+    with Session(port, urlencode(query), timeout=300) as session:
+        result = session.run(keep_charts=())
+    return None if result.ok else f"{kind}: {result.status} {result.errors[:2]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=240)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--settle-seconds", type=float, default=30)
+    args = parser.parse_args(argv)
+    kinds = ["default", "medium", "medium", "large", "trained", "hang_up"]
+    counts: dict[str, int] = {k: 0 for k in kinds}
+    errors: list[str] = []
+    with StreamlitServer() as server:
+        with Session(server.port, "") as first:
+            assert first.run(keep_charts=()).ok
+        time.sleep(5)
+        start_mb = server.rss_mb()
+        sampler = RssSampler(server.pid).__enter__()
+        deadline = time.monotonic() + args.seconds
+
+        def client() -> None:
+            while time.monotonic() < deadline:
+                kind = random.choice(kinds)
+                try:
+                    error = visit(server.port, kind)
+                except Exception as exc:  # noqa: BLE001 - counted, the soak goes on
+                    error = f"{kind}: client {type(exc).__name__}: {exc}"
+                counts[kind] += 1
+                if error:
+                    errors.append(error)
+
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(args.seconds + 400)
+        closed_mb = server.rss_mb()
+        time.sleep(args.settle_seconds)
+        settled_mb = server.rss_mb()
+        peak_mb = sampler.peak_mb
+        sampler.__exit__()
+    print(
+        json.dumps(
+            {
+                "seconds": args.seconds,
+                "clients": args.clients,
+                "start_mb": round(start_mb),
+                "peak_mb": round(peak_mb),
+                "closed_mb": round(closed_mb),
+                "settled_mb": round(settled_mb),
+                "visits": counts,
+                "errors": errors[:10],
+                "error_count": len(errors),
+            }
+        )
+    )
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
