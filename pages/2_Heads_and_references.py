@@ -27,9 +27,20 @@ def main() -> None:
 
     st.title("Heads and references")
     controls.show_notices()
+    part = controls.section_choice("part", PARTS, default="heads")
+    tabs = dict(zip(PARTS, controls.section_tabs("part", PARTS, part), strict=True))
+    with tabs[part]:  # only the open part runs and is sent
+        if part == "heads":
+            heads_part(settings, batch_index, presenter)
+        else:
+            references_part(settings, presenter)
+    controls.sync_url(sidebar_settings, batch=batch_index, part=part)
 
-    # --- 1. separate heads vs the batched module ---------------------------------------------------------------------
-    st.header("h separate heads = one batched module")
+
+PARTS = {"heads": "h separate heads = one batched module", "references": "Against torch's own attention"}
+
+
+def heads_part(settings, batch_index: int, presenter: bool) -> None:
     if not presenter:
         st.markdown(
             "Section 3.6.2 of the book replaces `MultiHeadAttentionWrapper` (a list of causal heads, each with its own "
@@ -60,8 +71,9 @@ def main() -> None:
     for panel in panels:
         teaching_cache.show_panel(panel, presenter)
 
-    # --- 2. torch's references ---------------------------------------------------------------------------------------
-    st.header("Against torch's own attention")
+
+
+def references_part(settings, presenter: bool) -> None:
     st.markdown(views.FUSED_NO_WEIGHTS)
     columns = teaching_cache.reference_dtypes(settings)
     if not presenter:
@@ -99,8 +111,6 @@ def main() -> None:
                 f"{name}: our error is above twice torch's own (output {report.output_vs_float64:.2e}, "
                 f"weights {report.weights_vs_float64:.2e})."
             )
-
-    controls.sync_url(sidebar_settings, batch=batch_index)
 
 
 controls.run_page(main)

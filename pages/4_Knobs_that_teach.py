@@ -19,7 +19,7 @@ def main() -> None:
     settings = controls.fit_budget(sidebar_settings, controls.HEAVY_CELLS, "Knobs that teach")
     seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
 
-    multiplier = seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
+    seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
     default_percent = round(settings.dropout * 100) if settings.dropout >= 0.05 else 50
     seed_int("knobs_drop", "drop", default_percent, 5, 90)
     seed_int("knobs_draw", "draw", 0, 0, 999)
@@ -27,6 +27,8 @@ def main() -> None:
 
     st.title("Knobs that teach")
     controls.show_notices()
+    knob = controls.section_choice("knob", KNOBS, default="temperature")
+    tabs = dict(zip(KNOBS, controls.section_tabs("knob", KNOBS, knob), strict=True))
 
     def show(panels, pairs_from: int = 1) -> None:
         """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone)."""
@@ -41,8 +43,20 @@ def main() -> None:
                 with column:
                     teaching_cache.show_panel(panel, presenter)
 
-    # --- 1. the softmax scale -----------------------------------------------------------------------------------------
-    st.header("1. Softmax scale (temperature)")
+    # Only the open knob runs and is sent; the others keep their values in session state and the URL.
+    with tabs[knob]:
+        {"temperature": temperature_knob, "dropout": dropout_knob, "presets": preset_knob}[knob](settings, show,
+                                                                                             presenter)
+    state = st.session_state
+    controls.sync_url(sidebar_settings, knob=knob, scale=state.knobs_scale, drop=int(state.knobs_drop),
+                      draw=int(state.knobs_draw), preset=state.knobs_preset)
+
+
+KNOBS = {"temperature": "1. Softmax scale (temperature)", "dropout": "2. Dropout in train mode",
+         "presets": "3. Hand-made weights"}
+
+
+def temperature_knob(settings, show, presenter: bool) -> None:
     head_dim = settings.head_dim
     multiplier = st.select_slider(
         "softmax scale, in units of 1/√head_dim",
@@ -68,8 +82,9 @@ def main() -> None:
     )
     show(temperature.panels)
 
-    # --- 2. dropout ---------------------------------------------------------------------------------------------------
-    st.header("2. Dropout in train mode")
+
+
+def dropout_knob(settings, show, presenter: bool) -> None:
     d1, d2 = st.columns([3, 1])
     percent = int(d1.slider("dropout p (%)", 5, 90, step=5, key="knobs_drop"))
     draw = int(d2.number_input("draw", 0, 999, key="knobs_draw", help="Another seed for dropout's random mask."))
@@ -90,8 +105,9 @@ def main() -> None:
     k3.metric("rescale error", f"{dropout.max_rescale_error:.1e}", help="max |after − before × 1/(1−p)| on kept cells")
     show(dropout.panels, pairs_from=3)
 
-    # --- 3. hand-made weights -----------------------------------------------------------------------------------------
-    st.header("3. Hand-made weights")
+
+
+def preset_knob(settings, show, presenter: bool) -> None:
     preset = st.radio("weights", teaching.PRESETS, key="knobs_preset", horizontal=True)
     made = teaching_cache.preset_view(settings, preset, presenter)
     st.markdown(made.description)
@@ -108,8 +124,6 @@ def main() -> None:
             "rows on the pattern", f"{made.hits:.0%}", help="rows whose heaviest key is the one the pattern names"
         )
     show(made.panels, pairs_from=2)
-
-    controls.sync_url(sidebar_settings, scale=multiplier, drop=percent, draw=draw, preset=preset)
 
 
 controls.run_page(main)

@@ -162,8 +162,10 @@ def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
     expected = separate_heads(build_module(spec), x).max_abs_diff
     assert dict(zip(heads_table["step"], heads_table["max |separate − batched|"], strict=True)) == expected
     assert max(expected.values()) < 1e-6
+    assert len(at.dataframe) == 1  # the references tab is closed: not run, not sent
 
-    table = at.dataframe[1].value
+    at = open_page("heads", part="references", **params)
+    table = at.dataframe[0].value
     assert list(table.columns) == ["comparison", "float32", "float64"]
     for dtype, tolerance in (("float32", 1e-5), ("float64", 1e-12)):
         report = compare_with_torch(build_module(replace(spec, dtype=dtype)), x.to(getattr(torch, dtype)))
@@ -275,7 +277,7 @@ def test_entropy_falls_as_the_temperature_falls():
 
 
 def test_dropout_knob_shows_the_mask_and_the_rescaling():
-    at = open_page("knobs", drop=25, draw=3)
+    at = open_page("knobs", knob="dropout", drop=25, draw=3)
     assert metric(at, "survivors scaled by") == "×1.333"
     assert float(metric(at, "rescale error")) < 1e-6
     keep = chart(at, "dropout_keep")
@@ -293,7 +295,7 @@ def test_dropout_knob_shows_the_mask_and_the_rescaling():
 
 @pytest.mark.parametrize("preset", teaching.POSITION_PATTERNS)
 def test_hand_made_weights_produce_the_named_pattern(preset):
-    at = open_page("knobs", preset=preset)
+    at = open_page("knobs", knob="presets", preset=preset)
     assert metric(at, "rows on the pattern") == "100%"
     targets = teaching.pattern_targets(preset, 6)
     weights = chart(at, "preset_weights")
@@ -306,7 +308,15 @@ def test_knobs_bad_params_give_notices():
     notes = " ".join(warnings(at))
     assert "scale=`7` is not one of" in notes and "drop=`500` is outside 5–90" in notes
     assert "draw=`x` is not a whole number" in notes and "preset=`<script>` is not one of" in notes
-    assert at.select_slider(key="knobs_scale").value == "1" and at.radio(key="knobs_preset").value == "previous"
+    assert at.select_slider(key="knobs_scale").value == "1"
+    assert at.session_state.knobs_preset == "previous"  # its radio is in a closed tab: corrected all the same
+
+
+def test_only_the_open_knob_runs_and_the_others_keep_their_values():
+    at = open_page("knobs", knob="dropout", drop=25, preset="first")
+    keys = {element.proto.id.split("-", 2)[-1].removeprefix("chart_") for element in at.get("plotly_chart")}
+    assert keys == {"dropout_after", "dropout_keep", "dropout_before", "dropout_row_sums"}
+    assert url(at, "drop") == "25" and url(at, "preset") == "first" and url(at, "knob") == "dropout"
 
 
 # --- every page ----------------------------------------------------------------------------------------------------
