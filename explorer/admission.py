@@ -154,8 +154,13 @@ def cost_max_tokens(batch_size: int, num_heads: int, wanted: int, steps) -> int:
 
 
 def release_memory() -> None:
-    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them)."""
-    gc.collect()
+    """Collect the young generations, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them).
+
+    A trace's tensors are freed by reference counting the moment the job drops them; only cycles wait for the
+    collector. A full collection walks every object of torch, plotly and Streamlit (about 110 ms, holding the GIL
+    that every session shares), so after each heavy job only generations 0 and 1 are collected (well under 1 ms).
+    """
+    gc.collect(1)
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 

@@ -300,19 +300,26 @@ def _block_reduce_stack(z: np.ndarray, fi: int, fj: int, how: str) -> np.ndarray
     so that a NaN (a fully masked row's softmax, say) never disappears from view.
     """
     h, i, j = z.shape
-    padded = np.pad(z, ((0, 0), (0, -i % fi), (0, -j % fj)), constant_values=-np.inf)  # padding counts as masked
+    padded = z
+    if i % fi or j % fj:  # padding counts as masked
+        padded = np.pad(z, ((0, 0), (0, -i % fi), (0, -j % fj)), constant_values=-np.inf)
     blocks = padded.reshape(h, padded.shape[1] // fi, fi, padded.shape[2] // fj, fj)
     nan = np.isnan(blocks)
+    any_nan = bool(nan.any())
     if how == "max":
-        out = np.where(nan, -np.inf, blocks).max(axis=(2, 4))
+        out = (np.where(nan, -np.inf, blocks) if any_nan else blocks).max(axis=(2, 4))
     else:
         usable = ~nan & (blocks != -np.inf)
-        total = np.where(usable, blocks, 0.0).sum(axis=(2, 4), dtype=np.float64)
-        count = usable.sum(axis=(2, 4))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.where(count > 0, total / np.maximum(count, 1), -np.inf)
+        if usable.all():  # every cell is a number (scores before masking, values): a plain block mean
+            out = blocks.sum(axis=(2, 4), dtype=np.float64) / (fi * fj)
+        else:
+            total = np.where(usable, blocks, 0.0).sum(axis=(2, 4), dtype=np.float64)
+            count = usable.sum(axis=(2, 4))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = np.where(count > 0, total / np.maximum(count, 1), -np.inf)
     out = out.astype(np.float32)
-    out[nan.any(axis=(2, 4))] = np.nan
+    if any_nan:
+        out[nan.any(axis=(2, 4))] = np.nan
     return out
 
 
