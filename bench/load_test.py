@@ -503,7 +503,7 @@ def drive_session(index: int, port: int, deadline: float, max_reruns: int, think
                 widget = session.widget(key, double_array_value=[float(value)])
             expected = _apply(expected, key, value)
             if reconnect:
-                result, expected = _run_or_reconnect(session, [widget], log, expected)
+                result, expected = run_or_reconnect(session, [widget], log, expected)
             else:
                 result = session.run([widget])
             log.reruns.append(result.seconds)
@@ -514,7 +514,7 @@ def drive_session(index: int, port: int, deadline: float, max_reruns: int, think
         session.close()
 
 
-def _run_or_reconnect(
+def run_or_reconnect(
     session: Session, widgets: list[WidgetState], log: SessionLog, expected: Settings
 ) -> tuple[RunResult, Settings]:
     """One run; if the websocket was closed under it (its server died), reconnect once and run again.
