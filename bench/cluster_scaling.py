@@ -41,6 +41,13 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every process on the machine has used (all CPUs), from /proc/stat: to see who else was busy."""
+    with open("/proc/stat") as stat:
+        ticks = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _TICKS  # all but idle and iowait
+
+
 @dataclass
 class Measure:
     processes: int
@@ -49,6 +56,8 @@ class Measure:
     rerun_p50: float
     rerun_p95: float
     app_cores: float  # CPU seconds of the app processes per wall second
+    client_cores: float  # the same for this process: the sessions' clients and their checks
+    machine_cores: float  # the same for the whole machine: the difference is other work on the shared CPUs
     spread: list[int]  # sessions per process
     errors: int
     cross_talk: int
@@ -56,6 +65,11 @@ class Measure:
     @property
     def throughput(self) -> float:
         return self.runs / self.seconds
+
+    @property
+    def runs_per_cpu_second(self) -> float:
+        """Runs per CPU second the app processes got: equal for 1 and N processes when only the CPU limits them."""
+        return self.runs / (self.app_cores * self.seconds)
 
 
 def measure(processes: int, sessions: int, seconds: float, progress=print) -> Measure:
@@ -65,9 +79,12 @@ def measure(processes: int, sessions: int, seconds: float, progress=print) -> Me
             with Session(server.port, urlencode(session_query(100 + k))) as warm:
                 warm.run()
         pids = [server.pid for server in cluster.servers]
-        cpu_before = sum(cpu_seconds(pid) for pid in pids)
+        cpu_before, client_before = sum(cpu_seconds(pid) for pid in pids), cpu_seconds(os.getpid())
+        machine_before = machine_busy_seconds()
         load = load_through(cluster, sessions, seconds, think=(0.0, 0.0))
         cores = (sum(cpu_seconds(pid) for pid in pids) - cpu_before) / load.seconds
+        client = (cpu_seconds(os.getpid()) - client_before) / load.seconds
+        machine = (machine_busy_seconds() - machine_before) / load.seconds
         errors = len(load.errors) + len(cluster.server_errors())
     found = Measure(
         processes,
@@ -76,13 +93,15 @@ def measure(processes: int, sessions: int, seconds: float, progress=print) -> Me
         percentile(load.reruns, 50),
         percentile(load.reruns, 95),
         cores,
+        client,
+        machine,
         load.sessions_per_process,
         errors,
         load.cross_talk,
     )
     progress(
         f"{processes} process(es): {found.throughput:.2f} runs/s, rerun p95 {found.rerun_p95:.2f} s, "
-        f"app CPU {cores:.2f} cores, sessions per process {found.spread}, errors {errors}, "
+        f"app CPU {cores:.2f} cores, client {client:.2f}, sessions per process {found.spread}, errors {errors}, "
         f"cross-talk {found.cross_talk}"
     )
     return found
@@ -102,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     order = [1, args.processes] if args.rounds == 1 else [1, args.processes, args.processes, 1]
     found = {1: [], args.processes: []}
     began = time.monotonic()
+    runs = []
     for processes in order:
-        found[processes].append(measure(processes, args.sessions, args.seconds, progress))
+        runs.append(measure(processes, args.sessions, args.seconds, progress))
+        found[processes].append(runs[-1])
     one, many = found[1], found[args.processes]
 
     def mean(values) -> float:
@@ -117,18 +138,21 @@ def main(argv: list[str] | None = None) -> int:
         f"the run; the load client shares the CPUs)\n"
     )
     print(
-        "| processes | runs per second | rerun p50 | rerun p95 | app CPU (cores) | sessions per process | errors "
-        "| cross-talk |\n| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
+        "| processes | runs/s | rerun p50 | rerun p95 | app cores | runs per app CPU-s | client CPU | machine CPU "
+        "| sessions per process | errors | cross-talk |\n"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
     )
-    for processes in dict.fromkeys(order):
-        for m in found[processes]:
-            print(
-                f"| {m.processes} | {m.throughput:.2f} | {m.rerun_p50:.2f} s | {m.rerun_p95:.2f} s | "
-                f"{m.app_cores:.2f} | {m.spread} | {m.errors} | {m.cross_talk} |"
-            )
+    for m in runs:
+        print(
+            f"| {m.processes} | {m.throughput:.2f} | {m.rerun_p50:.2f} s | {m.rerun_p95:.2f} s | {m.app_cores:.2f} | "
+            f"{m.runs_per_cpu_second:.2f} | {m.client_cores:.2f} | {m.machine_cores:.2f} | {m.spread} | {m.errors} | "
+            f"{m.cross_talk} |"
+        )
+    c1, cn = mean(m.app_cores for m in one), mean(m.app_cores for m in many)
     print(
         f"\nthroughput ratio {args.processes}/1: **{tn / t1:.2f}×**; rerun p95 {p1:.2f} s → {pn:.2f} s "
-        f"({p1 / pn:.2f}× shorter); {time.monotonic() - began:.0f} s in all"
+        f"({p1 / pn:.2f}× shorter); CPU the app processes got: {c1:.2f} → {cn:.2f} cores ({cn / c1:.2f}×); "
+        f"{time.monotonic() - began:.0f} s in all"
     )
     failed = sum(m.errors + m.cross_talk for ms in found.values() for m in ms)
     return 0 if failed == 0 else 1
