@@ -5,7 +5,7 @@ benchmark run. HAProxy reads deploy/haproxy.cfg itself: only its ``server-templa
 replicas through Docker's DNS, is replaced by one ``server`` line per local process, so the sticky cookie, the
 health checks and the redispatch rules are the ones a compose or cluster deployment runs.
 
-    python deploy/local_cluster.py serve --processes 2 --port 8080     # until Ctrl-C
+    python deploy/local_cluster.py serve --processes 4 --port 8080 [--address 0.0.0.0]     # until Ctrl-C
     python deploy/local_cluster.py load --processes 2 --sessions 10 --seconds 30 [--kill-after 10]
 
 ``load`` runs bench/load_test.py's sessions (Streamlit's websocket protocol, every run checked for errors and
@@ -92,6 +92,7 @@ class LocalCluster:
 
     processes: int = 2
     port: int = 0  # HAProxy's port; 0 takes a free one
+    address: str = HOST  # HAProxy's address; the app processes always listen on 127.0.0.1 only
     name: str = "cluster"  # log files: artifacts/<name>-app<k>.log, artifacts/<name>-haproxy.log
     servers: list[StreamlitServer] = field(default_factory=list)
     haproxy: subprocess.Popen | None = None
@@ -122,7 +123,7 @@ class LocalCluster:
         ARTIFACTS.mkdir(exist_ok=True)
         config = ARTIFACTS / f"{self.name}-haproxy.cfg"
         config.write_text(local_config([server.port for server in self.servers]))
-        env = dict(os.environ, HAPROXY_BIND=f"{HOST}:{self.port}")
+        env = dict(os.environ, HAPROXY_BIND=f"{self.address}:{self.port}")
         log = self._stack.enter_context(open(ARTIFACTS / f"{self.name}-haproxy.log", "w"))  # noqa: SIM115
         self.haproxy = subprocess.Popen(
             [haproxy_binary(), "-db", "-f", str(config)], env=env, stdout=log, stderr=subprocess.STDOUT
@@ -262,15 +263,20 @@ def main(argv: list[str] | None = None) -> int:
     for command in (serve, load):
         command.add_argument("--processes", type=int, default=2)
         command.add_argument("--port", type=int, default=0, help="HAProxy's port on 127.0.0.1 (0: a free one)")
+    serve.add_argument("--address", default=HOST, help="HAProxy's address (0.0.0.0: every interface)")
     load.add_argument("--sessions", type=int, default=10)
     load.add_argument("--seconds", type=float, default=30)
     load.add_argument("--think", type=float, nargs=2, default=(1.0, 3.0), metavar=("MIN", "MAX"))
     load.add_argument("--kill-after", type=float, default=None, help="SIGKILL the busiest process after S seconds")
     args = parser.parse_args(argv)
     progress = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
-    with LocalCluster(args.processes, args.port) as cluster:
-        progress(f"{args.processes} processes on {[s.port for s in cluster.servers]}, HAProxy on {cluster.url}")
+    address = getattr(args, "address", HOST)
+    with LocalCluster(args.processes, args.port, address) as cluster:
+        progress(
+            f"{args.processes} processes on {[s.port for s in cluster.servers]}, HAProxy on {address}:{cluster.port}"
+        )
         if args.command == "serve":
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the processes on SIGTERM too
             with contextlib.suppress(KeyboardInterrupt):
                 while cluster.haproxy.poll() is None:
                     time.sleep(1)
