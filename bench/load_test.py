@@ -260,10 +260,23 @@ class Session:
         self.port, self.query_string, self.timeout = port, query_string, timeout
         self.ws: websocket.WebSocket | None = None
         self.widget_ids: dict[str, str] = {}
+        # As a browser tab behind a load balancer: the cookies it set (the sticky server) and the session id the
+        # server gave, both sent again on a reconnection (the id as the third subprotocol entry, as the frontend does).
+        self.cookies: dict[str, str] = {}
+        self.session_id = ""
 
     def connect(self) -> Session:
-        self.ws = websocket.create_connection(f"ws://{HOST}:{self.port}/_stcore/stream",
-                                              subprotocols=["streamlit"], timeout=self.timeout)
+        cookie = "; ".join(f"{name}={value}" for name, value in self.cookies.items()) or None
+        self.ws = websocket.create_connection(
+            f"ws://{HOST}:{self.port}/_stcore/stream",
+            subprotocols=["streamlit", "", self.session_id] if self.session_id else ["streamlit"],
+            cookie=cookie,
+            timeout=self.timeout,
+        )
+        for name, value in (self.ws.getheaders() or {}).items():
+            if name.lower() == "set-cookie":
+                pair = value.split(";", 1)[0]
+                self.cookies[pair.split("=", 1)[0].strip()] = pair.split("=", 1)[-1].strip()
         return self
 
     def close(self) -> None:
@@ -315,6 +328,8 @@ class Session:
                 kind = message.WhichOneof("type")
                 if kind == "delta" and message.delta.WhichOneof("type") == "new_element":
                     self._element(message.delta.new_element, result, keep)
+                elif kind == "new_session" and message.new_session.initialize.session_id:
+                    self.session_id = message.new_session.initialize.session_id
                 elif kind == "page_info_changed":
                     result.query_string = message.page_info_changed.query_string
                 elif kind == "script_finished":
@@ -457,6 +472,7 @@ class SessionLog:
     errors: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     cross_talk: list[str] = field(default_factory=list)  # what a run showed that was not this session's
+    reconnects: int = 0  # websockets reopened after their server went away (``drive_session(reconnect=True)``)
 
 
 def _apply(expected: Settings, key: str, value) -> Settings:
@@ -471,8 +487,12 @@ def _apply(expected: Settings, key: str, value) -> Settings:
 
 
 def drive_session(index: int, port: int, deadline: float, max_reruns: int, think: tuple[float, float],
-                  start: threading.Barrier | None, log: SessionLog) -> None:
-    """Open the session's link, then move a widget every few seconds until the deadline; check every run."""
+                  start: threading.Barrier | None, log: SessionLog, reconnect: bool = False) -> None:
+    """Open the session's link, then move a widget every few seconds until the deadline; check every run.
+
+    ``reconnect``: behind a load balancer, a run cut off by its server's death reconnects once, as the browser
+    does, and is sent again; that counts in ``log.reconnects``, and only a second failure is an error.
+    """
     rng = random.Random(index)
     expected = settings_from_query(log.query)
     session = Session(port, log.query)
@@ -495,13 +515,40 @@ def drive_session(index: int, port: int, deadline: float, max_reruns: int, think
                 key, value = "w_num_heads", 1 + (expected.num_heads % 4)
                 widget = session.widget(key, double_array_value=[float(value)])
             expected = _apply(expected, key, value)
-            result = session.run([widget])
+            if reconnect:
+                result, expected = run_or_reconnect(session, [widget], log, expected)
+            else:
+                result = session.run([widget])
             log.reruns.append(result.seconds)
             _record(log, result, expected)
     except Exception as error:  # noqa: BLE001 - a load test counts every failure, whatever it is
         log.errors.append(f"client {type(error).__name__}: {error}")
     finally:
         session.close()
+
+
+def run_or_reconnect(
+    session: Session, widgets: list[WidgetState], log: SessionLog, expected: Settings
+) -> tuple[RunResult, Settings]:
+    """One run; if the websocket was closed under it (its server died), reconnect once and run again.
+
+    A process that never saw this session starts its page from the URL, so the widget change cut off with its
+    server may be lost: the page shows the URL's settings again. That is this session's own earlier state, not
+    another session's, so the URL's settings become the expected ones (and any other settings are cross-talk).
+    """
+    url_settings = settings_from_query(session.query_string)
+    try:
+        result = session.run(widgets)
+    except (OSError, websocket.WebSocketException) as error:  # the send itself found the socket closed
+        result = RunResult(status=f"disconnected ({type(error).__name__})")
+    if not result.status.startswith("disconnected"):
+        return result, expected
+    log.reconnects += 1
+    session.close()
+    result = session.connect().run(widgets)
+    if check_run(result, expected).cross_talk and not check_run(result, url_settings).cross_talk:
+        return result, url_settings
+    return result, expected
 
 
 def _record(log: SessionLog, result: RunResult, expected: Settings) -> None:
