@@ -196,8 +196,11 @@ def test_16_heads_of_1024_tokens_stay_small_and_fast(big_scores, kind):
     for t in main:
         assert t.z.dtype == np.uint8  # quantised codes, not the exact values
         assert max(t.z.shape) <= 200
-        assert t.x[0] == -0.5 and t.x[-1] == 1023.5  # axes stay in token positions
-        assert t.y[0] == -0.5 and t.y[-1] == 1023.5
+        blocks = t.z.shape[0]  # uniform bricks in token positions: the first starts at -0.5, the last covers 1023
+        assert t.x0 - t.dx / 2 == -0.5 and t.x0 + (blocks - 0.5) * t.dx >= 1023.5
+        assert t.y0 - t.dy / 2 == -0.5 and t.y0 + (blocks - 0.5) * t.dy >= 1023.5
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):  # ... and the axes stop at the matrix's edge
+        assert (axis.autorangeoptions.minallowed, axis.autorangeoptions.maxallowed) == (-0.5, 1023.5)
         assert t.customdata is None and "%{z" not in t.hovertemplate
     assert fig.layout.yaxis.autorange == "reversed"
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 255
@@ -244,7 +247,12 @@ def test_uneven_blocks_cover_exactly_the_token_range():
     out = F._block_reduce(z, 4, 3, "mean")
     assert out.shape == (1, 3, 3)
     assert np.array_equal(out, np.ones_like(out))  # padding does not dilute the last blocks
-    assert F._edges(10, 4).tolist() == [-0.5, 3.5, 7.5, 9.5]
+    fig = F.heads_heatmap(np.ones((1, 410, 250)), None, None, title="t", kind="values", hover_exact_limit=1)
+    trace = traces(fig, "values")[0]  # at most 200 blocks a side: blocks of 3 queries × 2 keys
+    assert trace.z.shape == (137, 125)
+    assert (trace.x0, trace.dx, trace.y0, trace.dy) == (0.5, 2, 1.0, 3)  # brick k covers keys 2k, 2k + 1
+    assert fig.layout.yaxis.autorangeoptions.maxallowed == 409.5  # the last block, 2 queries tall, is cut there
+    assert fig.layout.xaxis.autorangeoptions.maxallowed == 249.5
 
 
 # --- matrix_heatmap ---------------------------------------------------------------------------------------------
