@@ -89,7 +89,8 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("x", "The input x", ("x",), None, ("x", "(b, T, d_in)"), (
         "Each row is one token's embedding: b sequences of T tokens, d_in numbers per token.",
-        "Everything that follows is computed from these numbers and four weight matrices.",
+        "Everything that follows is computed from these numbers and the module's parameters: W_query, W_key and "
+        "W_value (with biases only when qkv_bias=True), and out_proj's weight and bias.",
     ), extra_fragments=("b, num_tokens, d_in = x.shape",)),
     Step("projections", "Projections: queries, keys, values", ("keys", "queries", "values"),
          ("x", "(b, T, d_in)"), ("queries", "(b, T, d_out)"), (
@@ -120,27 +121,31 @@ STEPS: tuple[Step, ...] = (
          ("attn_scores", "(b, h, T, T)"), ("masked_scores", "(b, h, T, T)"), (
         "Token i must not see the tokens after it: the book's buffer is 1 above the diagonal, and masked_fill_ "
         "writes −∞ there.",
-        "Why −∞ before the softmax, not 0 after? exp(−∞) = 0, so blocked keys get exactly zero weight and each "
-        "row is still normalised over the keys it may see; zeroing weights after the softmax would leave rows "
-        "that no longer sum to 1.",
+        "Why −∞ and not 0? The softmax takes exp of every score, and exp(0) = 1: a blocked key with score 0 would "
+        "still get weight. exp(−∞) = 0 gives it exactly zero, and each row is normalised over the keys it may see.",
+        "The book's first way (section 3.5.1), softmax, then zero the future weights, then divide each row by its "
+        "sum, gives the same weights; −∞ before the softmax does it in one step.",
     )),
     Step("softmax", "Scale by 1/√head_dim, then softmax", ("attn_weights",),
          ("masked_scores", "(b, h, T, T)"), ("attn_weights", "(b, h, T, T)"), (
-        "Why divide by √head_dim? A dot product of head_dim terms grows like √head_dim; large scores push the "
-        "softmax towards one-hot, where its gradients vanish. Dividing keeps the scores near unit size for any "
-        "head size.",
+        "Why divide by √head_dim? If the head_dim terms of a dot product are independent with unit variance, the "
+        "sum's standard deviation is √head_dim; large scores push the softmax towards one-hot, where its gradients "
+        "vanish. Dividing keeps the scores' spread near 1 for any head size.",
+        "Masking then scaling equals scaling then masking: −∞ / √head_dim is still −∞, and the other scores are "
+        "divided either way.",
         "The softmax then turns each row into weights that are at least 0 and sum to 1.",
     )),
     Step("dropout", "Dropout on the weights", ("attn_weights_dropped",),
          ("attn_weights", "(b, h, T, T)"), ("attn_weights_dropped", "(b, h, T, T)"), (
         "In training, dropout zeroes each weight with probability p and multiplies the survivors by 1/(1−p), "
         "so every weight keeps its expected value.",
-        "In eval mode it does nothing: the weights pass through unchanged.",
+        "With p = 0, or in eval mode (module.eval()), it does nothing: the weights pass through unchanged.",
     )),
     Step("context", "Context: weights @ values", ("context_heads",),
          ("attn_weights_dropped", "(b, h, T, T)"), ("context_heads", "(b, h, T, head_dim)"), (
-        "Each token's context vector is the weighted average of the value vectors of the tokens it attends to, "
-        "in every head separately.",
+        "Each token's context vector is the weighted sum of the value vectors of the tokens it attends to, in "
+        "every head separately. Without dropout each weight row sums to 1, so it is a weighted average; after "
+        "dropout in train mode the rows sum to 1 only on average.",
         "(T, T) @ (T, head_dim) = (T, head_dim) per head.",
     )),
     Step("transpose_back", "transpose(1, 2) back: tokens before heads", ("context_transposed",),
@@ -187,7 +192,7 @@ def _dims(n: int) -> list[str]:
 
 
 def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter: bool,
-                 dropout_active: bool) -> list[Panel]:
+                 dropout_active: bool, train: bool = False) -> list[Panel]:
     """The step's figures, main one first. Every number comes from the trace."""
     h, T, head_dim = trace.info["queries_heads"].shape[1:]
     d_out = h * head_dim
@@ -238,7 +243,8 @@ def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter:
     if key == "mask":
         return [heads_panel("masked_scores", "(b, h, T, T)", "scores", "Masked scores: −∞ on future keys"),
                 Panel("step_mask", "The mask as used (True = may attend)",
-                      caption(trace, "mask", "(T, T)", "the book's buffer sliced to T tokens and inverted"),
+                      caption(trace, "mask", "(T, T)", "the book's buffer sliced to T tokens and inverted: the "
+                              "book's `mask_bool` is True = blocked"),
                       figures.heads_heatmap(trace.numpy("mask")[None], labels, labels, title="mask[:T, :T]",
                                             kind="mask", head_names=["may attend"], presenter=presenter))]
     if key == "softmax":
@@ -247,7 +253,8 @@ def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter:
                 heads_panel("scaled_scores", "(b, h, T, T)", "scores", "Scaled scores (masked / √head_dim)")]
     if key == "dropout":
         dropped = trace.numpy("attn_weights_dropped")[b]
-        note = f"{where} · " + ("survivors scaled by 1/(1−p)" if dropout_active else "eval mode: unchanged")
+        idle = "train mode with p = 0: unchanged" if train else "eval mode: unchanged"
+        note = f"{where} · " + ("survivors scaled by 1/(1−p)" if dropout_active else idle)
         result = [heads_panel("attn_weights_dropped", "(b, h, T, T)", "weights", "Weights after dropout",
                               note=note, zmin=0.0, zmax=max(1.0, float(np.nanmax(dropped)) if dropped.size else 1.0))]
         if dropout_active:
@@ -274,15 +281,22 @@ def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter:
 
 
 def build_step_view(trace: Trace, labels: list[str], number: int, *, batch_index: int, presenter: bool,
-                    dropout_active: bool) -> StepView:
+                    dropout_active: bool, train: bool = False) -> StepView:
     """Step ``number`` (1-based) of ``STEPS`` for one traced forward pass."""
     if not 1 <= number <= STEP_COUNT:
         raise ValueError(f"step must be in 1–{STEP_COUNT}, got {number}")
     step = STEPS[number - 1]
     sentences = step.sentences
     if step.key == "dropout":
-        sentences = sentences[:1] + (("Train mode is on: look at the zeros and the values above 1.",)
-                                     if dropout_active else sentences[1:])
+        if dropout_active:
+            sentences = sentences[:1] + ("Train mode is on: look at the zeros and the values above 1.",)
+        elif train:
+            sentences = sentences[:1] + ("Train mode is on, but p = 0: nothing is dropped, the weights pass "
+                                         "through unchanged.",)
+    head_dim = trace.info["queries_heads"].shape[-1]
+    if step.key == "softmax" and head_dim == 1:
+        sentences = sentences + ("Here head_dim = 1, so √head_dim = 1 and the division changes nothing: try "
+                                 "head_dim 16 to see it matter.",)
     return StepView(
         number=number,
         count=STEP_COUNT,
@@ -293,7 +307,7 @@ def build_step_view(trace: Trace, labels: list[str], number: int, *, batch_index
         shape_before=shape_line(trace, *step.before) if step.before else "",
         shape_after=shape_line(trace, *step.after),
         sentences=sentences,
-        panels=tuple(_step_panels(step, trace, labels, batch_index, presenter, dropout_active)),
+        panels=tuple(_step_panels(step, trace, labels, batch_index, presenter, dropout_active, train)),
     )
 
 
@@ -302,10 +316,11 @@ def build_step_view(trace: Trace, labels: list[str], number: int, *, batch_index
 # =====================================================================================================================
 
 FUSED_NO_WEIGHTS = (
-    "Fused kernels (FlashAttention, F.scaled_dot_product_attention) return no attention weights: they never build "
-    "the T × T matrix, but stream keys in tiles and keep a running maximum and sum per query (an online "
-    "softmax). This app shows the weights from the explicit path, which computes the same output step by step; "
-    "the differences below prove the two agree."
+    "F.scaled_dot_product_attention returns no attention weights. Its fused kernels (flash, memory-efficient, "
+    "cuDNN) never build the T × T matrix: they stream keys in tiles and keep a running maximum and sum per query "
+    "(an online softmax). Its math fallback, which runs where no fused kernel fits (float64 on CUDA, for "
+    "example), does build it. This app shows the weights from the explicit path, which computes the same output "
+    "step by step; the differences below prove the two agree."
 )
 
 
@@ -625,8 +640,10 @@ def _keep_mask_figure(keep: np.ndarray, labels: list[str], presenter: bool):
 
 PRESET_TEXT = {
     "none": "The module's own seeded random weights, for comparison.",
-    "identity": "W_query = W_key = I: each score is the dot product of two input embeddings, so tokens attend to "
-                "tokens that look like them (head k compares input features k·head_dim onwards).",
+    "identity": "W_query = W_key = I: each score is the raw dot product of two slices of input embeddings (head k "
+                "uses input features k·head_dim onwards). A dot product grows with the vectors' lengths as well as "
+                "with their alignment, so a long key can outscore a similar one: on the book's six tokens, head 1 "
+                "attends most to \"journey\" from \"starts\", \"with\", \"one\" and \"step\".",
     "self": "One-hot position inputs; W_query = c·I: every query matches its own key.",
     "previous": "One-hot position inputs; W_query shifts e_t to e_(t−1): every query matches the previous token's "
                 "key (token 0 has only itself).",

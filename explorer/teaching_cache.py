@@ -73,7 +73,7 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
     reuse that run (and so does the explorer page)."""
     run = controls.explorer_run(settings)
     return views.build_step_view(run.trace, run.labels, number, batch_index=batch_index, presenter=presenter,
-                                 dropout_active=run.dropout_shown)
+                                 dropout_active=run.dropout_shown, train=settings.train)
 
 
 # Each page's computation is cached apart from the figures drawn from it (keyed on everything but the batch element
