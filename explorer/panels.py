@@ -188,6 +188,7 @@ class ExplorerRun:
     mask_buffer: torch.Tensor | None  # the book's (context_length, context_length) buffer, 1 = blocked
     out_proj_weight: np.ndarray  # (d_out, d_out)
     dropout_shown: bool  # train mode with p > 0: the weights after dropout differ from the weights
+    out_proj_bias: np.ndarray | None = None  # (d_out,)
 
     @property
     def cells(self) -> int:
@@ -205,6 +206,7 @@ def run_explorer(module, x, labels, settings) -> ExplorerRun:
         mask_buffer=module.mask,
         out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy(),
         dropout_shown=settings.train and settings.dropout > 0,
+        out_proj_bias=module.out_proj.bias.detach().float().cpu().numpy(),
     )
 
 
