@@ -192,3 +192,43 @@ def test_step_sentences_state_the_std_rule_the_head_dim_1_case_and_train_mode_wi
     assert "four weight matrices" not in first and "bias" in first
     context = " ".join(step("context").sentences)
     assert "weighted sum" in context and "Without dropout" in context
+
+
+# --- Step through: the __init__ lines, the buffer, train vs eval ---------------------------------------------------
+
+
+def test_steps_light_the_init_lines_where_they_are_used_and_say_so_correctly():
+    lit = {s.key: set(s.lines) for s in views.STEPS}
+    assert {INIT_LINES[k] for k in ("W_query", "W_key", "W_value")} <= lit["projections"]
+    assert INIT_LINES["head_dim"] in lit["view"]
+    assert {INIT_LINES["register_buffer"], INIT_LINES["mask_buffer"]} <= lit["mask"]
+    assert INIT_LINES["out_proj"] in lit["out_proj"] and INIT_LINES["dropout"] in lit["dropout"]
+    for s in views.STEPS:  # every "(line(s) …, also lit)" names lines that are lit
+        for cited in re.findall(r"\(lines? ([0-9–, ]+), also lit\)", " ".join(s.sentences)):
+            for part in cited.split(", "):
+                low, _, high = part.partition("–")
+                assert set(range(int(low), int(high or low) + 1)) <= lit[s.key], (s.key, cited)
+    assert views.line_ranges([14, 52, 53]) == "lines 14, 52–53" and views.line_ranges([38]) == "line 38"
+
+
+def test_the_mask_is_a_buffer_not_trained_moved_by_to_and_saved():
+    module = MultiHeadAttention(3, 2, 6, 0.0, 2)
+    assert "mask" not in dict(module.named_parameters()) and "mask" in module.state_dict()
+    assert module.to(torch.float64).mask.dtype == torch.float64  # .to() moves buffers with the weights
+    text = " ".join(step("mask").sentences)
+    assert "not in parameters()" in text and ".to(device)" in text and "state_dict" in text
+
+
+def test_eval_only_turns_dropout_off_the_mask_applies_in_both_and_no_grad_changes_no_number():
+    torch.manual_seed(0)
+    module = MultiHeadAttention(4, 4, 6, 0.5, 2)
+    x = torch.rand(1, 6, 4)
+    future = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
+    for train in (True, False):
+        trace = runs.run_trace(module, x, train=train, seed=1)
+        assert (trace.steps["attn_weights_dropped"][..., future] == 0).all()
+    module.eval()
+    with torch.no_grad():
+        quiet = module(x)
+    assert torch.equal(quiet, module(x).detach())
+    assert "causal mask applies in both" in " ".join(step("dropout").sentences)
