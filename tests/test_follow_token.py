@@ -71,7 +71,12 @@ def test_every_number_is_the_traces(settings, token, b):
 
 
 @pytest.mark.parametrize(
-    "settings", [Settings(), Settings(num_heads=4, d_out=16, qkv_bias=True), Settings(num_heads=3, d_out=12, d_in=7, input="random")]
+    "settings",
+    [
+        Settings(),
+        Settings(num_heads=4, d_out=16, qkv_bias=True),
+        Settings(num_heads=3, d_out=12, d_in=7, input="random"),
+    ],
 )
 def test_out_proj_is_the_sum_of_per_head_contributions(settings):
     run, view = follow(settings, token=settings.num_tokens - 1)
