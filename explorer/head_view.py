@@ -40,12 +40,13 @@ def kept_lines(weights: np.ndarray, k: int | None) -> np.ndarray:
     return keep
 
 
-def _segments(queries: np.ndarray, keys: np.ndarray) -> tuple[list, list]:
-    """x and y of line segments query → key, separated by None (one trace draws them all)."""
+def _segments(queries: np.ndarray, keys: np.ndarray, offset: float = 0.0) -> tuple[list, list]:
+    """x and y of line segments query → key, separated by None (one trace draws them all); ``offset`` shifts a
+    head's lines a little, so that heads drawing the same line stay side by side instead of on top."""
     xs, ys = [], []
     for i, j in zip(queries.tolist(), keys.tolist(), strict=True):
         xs += [LEFT, RIGHT, None]
-        ys += [i, j, None]
+        ys += [round(i + offset, 3), round(j + offset, 3), None]
     return xs, ys
 
 
@@ -63,6 +64,7 @@ def head_view_figure(
     lows = np.array([band[0] for band in BANDS])
     band = np.searchsorted(lows, weights, side="right") - 1  # (h, T, T), -1 below the first band
     colors = figures.head_colors(h)
+    spread = [0.3 * (k - (h - 1) / 2) / max(h, 1) for k in range(h)]  # within ±0.15 of the token's row
     data = []
     for k, color in enumerate(colors):
         for n, (_, opacity, width) in enumerate(BANDS):
@@ -72,7 +74,7 @@ def head_view_figure(
             queries, keys = np.nonzero(heads_lines)
             if queries.size == 0:
                 continue
-            xs, ys = _segments(queries, keys)
+            xs, ys = _segments(queries, keys, spread[k])
             data.append(
                 {
                     "type": "scatter",
@@ -89,7 +91,7 @@ def head_view_figure(
             )
         if focus is not None:
             keys = np.nonzero(keep[k, focus])[0]
-            xs, ys = _segments(np.full(keys.size, focus), keys)
+            xs, ys = _segments(np.full(keys.size, focus), keys, spread[k])
             data.append(
                 {
                     "type": "scatter",
