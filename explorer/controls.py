@@ -57,6 +57,8 @@ def sync_url(settings: Settings, **page_params: object) -> None:
     query.update({k: str(v) for k, v in page_params.items()})
     if st.session_state.get("_presenter"):
         query["presenter"] = "true"
+    if st.session_state.get("_width") == "fixed":
+        query["width"] = "fixed"
     current = {k: v[-1] if v else "" for k, v in _query_dict().items()}
     if current != query:
         st.query_params.from_dict(query)
@@ -138,6 +140,63 @@ def _widget_values(settings: Settings) -> dict[str, object]:
 def _load_widgets(settings: Settings) -> None:
     for name, value in _widget_values(settings).items():
         st.session_state[f"w_{name}"] = value
+    st.session_state["w_d_out"] = settings.d_out  # the fixed-width mode's widgets
+    st.session_state["w_heads_fixed"] = settings.num_heads
+
+
+def width_mode() -> str:
+    """The heads' width mode, from ?width= once per session (strictly parsed), then kept in the session."""
+    state = st.session_state
+    if "_width" not in state:
+        raw = st.query_params.get("width")
+        mode, problem = ("per_head", None) if raw is None else cfg.parse_choice("width", raw, "per_head",
+                                                                                cfg.WIDTH_MODES)
+        if problem:
+            notice(problem)
+        state._width = mode
+    return state._width
+
+
+def _on_width_change() -> None:
+    state = st.session_state
+    state._width = "fixed" if state.w_width_fixed else "per_head"
+    _load_widgets(state.settings)
+
+
+def _try_wider_heads() -> None:
+    """One click from the book's head_dim = 1 to heads that differ visibly: 4 heads × head_dim 16."""
+    state = st.session_state
+    state.settings, state.notices = cfg.reconcile(replace(state.settings, num_heads=4, d_out=64))
+    _load_widgets(state.settings)
+
+
+def _heads_controls(settings: Settings, common: dict) -> None:
+    """num_heads and head_dim (d_out follows), or, at a fixed width, d_out and num_heads (head_dim follows)."""
+    state, sb = st.session_state, st.sidebar
+    fixed = width_mode() == "fixed"
+    state["w_width_fixed"] = fixed
+    sb.toggle("fixed width: d_out stays, heads split it", key="w_width_fixed", on_change=_on_width_change,
+              help="The book's and GPT-2's convention: head_dim = d_out // num_heads (768 = 12 × 64).")
+    if fixed:
+        state.setdefault("w_d_out", settings.d_out)
+        choices = cfg.head_choices(settings.d_out) or [1]
+        if state.get("w_heads_fixed") not in choices:
+            state["w_heads_fixed"] = settings.num_heads if settings.num_heads in choices else choices[0]
+        sb.number_input("d_out", 1, cfg.MAX_HEADS * cfg.MAX_HEAD_DIM, key="w_d_out", **common)
+        sb.select_slider("num_heads", choices, key="w_heads_fixed", help="The divisors of d_out.", **common)
+        sb.caption(f"head_dim = {settings.d_out} // {settings.num_heads} = **{settings.head_dim}** · "
+                   f"{cfg.parameter_count(settings):,} parameters for every num_heads: heads split d_out, they add "
+                   "no weights")
+    else:
+        sb.slider("num_heads", 1, cfg.MAX_HEADS, key="w_num_heads", help="Number of attention heads.", **common)
+        sb.slider("head_dim", 1, cfg.MAX_HEAD_DIM, key="w_head_dim",
+                  help="Features per head; d_out = num_heads × head_dim, so it is always divisible.", **common)
+        sb.caption(f"d_out = {settings.num_heads} × {settings.head_dim} = **{settings.d_out}**")
+    if settings.head_dim == 1 and not settings.trained:
+        sb.caption("head_dim = 1: each head's query and key are single numbers, so its scores are products of two "
+                   "numbers and the ÷√head_dim does nothing.")
+        sb.button("Try 4 heads × head_dim 16", key="w_wider_heads", on_click=_try_wider_heads,
+                  help="d_out = 64: heads with room to differ visibly.")
 
 
 def _on_widget_change() -> None:
@@ -145,7 +204,13 @@ def _on_widget_change() -> None:
     state = st.session_state
     values = {name: state.get(f"w_{name}", getattr(state.settings, name)) for name in FIELD_NAMES if name != "d_out"}
     head_dim = state.get("w_head_dim", state.settings.head_dim)
-    raw = replace(state.settings, **values, d_out=values["num_heads"] * head_dim)
+    d_out = values["num_heads"] * head_dim
+    if state.get("_width") == "fixed":  # d_out stays; num_heads is one of its divisors, head_dim follows
+        d_out = int(state.get("w_d_out", state.settings.d_out))
+        choices = cfg.head_choices(d_out) or [1]
+        wanted = int(state.get("w_heads_fixed", state.settings.num_heads))
+        values["num_heads"] = wanted if wanted in choices else min(choices, key=lambda h: abs(h - wanted))
+    raw = replace(state.settings, **values, d_out=d_out)
     state.settings, new_notices = cfg.reconcile(raw)
     state.notices = new_notices
     _load_widgets(state.settings)
@@ -160,10 +225,7 @@ def settings_sidebar() -> Settings:
     common = {"on_change": _on_widget_change}
     sb = st.sidebar
     sb.header("Settings")
-    sb.slider("num_heads", 1, cfg.MAX_HEADS, key="w_num_heads", help="Number of attention heads.", **common)
-    sb.slider("head_dim", 1, cfg.MAX_HEAD_DIM, key="w_head_dim",
-              help="Features per head; d_out = num_heads × head_dim, so it is always divisible.", **common)
-    sb.caption(f"d_out = {settings.num_heads} × {settings.head_dim} = **{settings.d_out}**")
+    _heads_controls(settings, common)
     sb.number_input("d_in", 1, cfg.MAX_D_IN, key="w_d_in", help="Embedding size of each input token.", **common)
     sb.slider("num_tokens", 1, cfg.MAX_TOKENS, key="w_num_tokens", help="Sequence length.", **common)
     sb.number_input("context_length", 1, cfg.MAX_CONTEXT, key="w_context_length",
@@ -198,6 +260,7 @@ PAGES = (  # (script, label, icon): our own navigation, so the explorer is not l
     ("pages/4_Knobs_that_teach.py", "Knobs that teach", ":material/tune:"),
     ("pages/5_Trained_heads.py", "Trained heads", ":material/school:"),
     ("pages/6_Cost.py", "Cost", ":material/speed:"),
+    ("pages/7_Follow_a_token.py", "Follow a token", ":material/timeline:"),
 )
 
 

@@ -35,8 +35,10 @@ def formula_markdown(batch_size: int, num_heads: int, dtype: str, tokens: list[i
     one = cost.attention_matrix_bytes(batch_size, num_heads, longest, dtype)
     return (
         f"One attention matrix holds **b · h · T² · bytes** = {batch_size} · {num_heads} · {longest}² · "
-        f"{per_number} = **{one / MIB:,.2f} MiB** at T = {longest} ({dtype}). Listing 3.5 keeps four of them "
-        f"alive at once (scores, masked scores, scaled scores, weights): about {4 * one / MIB:,.1f} MiB. "
+        f"{per_number} = **{one / MIB:,.2f} MiB** at T = {longest} ({dtype}). The book's Listing 3.5 keeps about "
+        "three of them alive at once (scores, which `masked_fill_` overwrites in place, the scaled scores and the "
+        f"weights): about {3 * one / MIB:,.1f} MiB. This project's module uses the out-of-place `masked_fill`, so "
+        f"its masked scores are a fourth: about {4 * one / MIB:,.1f} MiB. "
         "Doubling T multiplies it by four: a slope of 2 on the log-log plot."
     )
 
@@ -104,6 +106,7 @@ def memory_method(device: str) -> str:
                 "(every byte the allocator handed out, kernel workspaces included).")
     return ("Memory on the CPU: torch keeps no allocator statistics there, so every tensor that a torch operation "
             "returns is counted (its storage's bytes, once) until it is freed, and the peak is shown. Scratch "
-            "memory that one fused kernel allocates and frees inside itself is not seen: SDPA's flash kernel and "
-            "nn.MultiheadAttention's fast path work on blocks and never hold a (T, T) matrix, so their curves "
-            "grow like T. Inputs and weights are not counted.")
+            "memory that one fused kernel allocates and frees inside itself is not seen: SDPA's flash kernel works on "
+            "blocks and never holds a (T, T) matrix, so its curve grows like T. nn.MultiheadAttention does not: "
+            "its boolean attn_mask becomes a float (T, T) mask, so its memory grows ×4 per doubling of T like the "
+            "explicit paths (its fast path also needs an even num_heads). Inputs and weights are not counted.")

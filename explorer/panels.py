@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import torch
 
 from mha_core import book, masks, runs
-from mha_core.listing import listing_line
+from mha_core.listing import init_line, listing_line
 from mha_core.trace import Trace
 
 from . import figures
@@ -76,14 +76,15 @@ def attention_panels(trace: Trace, labels: list[str], *, batch_index: int, prese
         panels.append(Panel(
             "mask_buffer", "The causal mask buffer (context_length × context_length)",
             f"`mask` buffer · shape (context_length, context_length) = ({n}, {n}) · Listing 3.5, line "
-            f"{listing_line('mask_buffer')[0]}: `torch.triu(torch.ones(context_length, context_length), "
+            f"{init_line('mask_buffer')[0]}: `torch.triu(torch.ones(context_length, context_length), "
             "diagonal=1)` · drawn as may-attend (the book stores 1 = blocked)",
             figures.heads_heatmap(allowed_buffer[None], None, None, title="mask buffer (may attend)",
                                   kind="mask", head_names=["buffer"], presenter=presenter,
                                   row_title="query position", col_title="key position")))
     panels.append(Panel(
         "mask", "The mask as used: the buffer sliced to the tokens",
-        caption(trace, "mask", "(T, T)", "True = may attend"),
+        caption(trace, "mask", "(T, T)", "drawn as may attend, the inverse of the book's `mask_bool` "
+                "(True = blocked, filled with −∞)"),
         figures.heads_heatmap(trace.numpy("mask")[None], labels, labels, title="mask[:T, :T] (may attend)",
                               kind="mask", head_names=["slice used"], presenter=presenter)))
     panels.append(Panel(
@@ -162,7 +163,8 @@ def reshape_panels(trace: Trace, labels: list[str], *, batch_index: int, present
     panels.append(Panel(
         "out_proj", "out_proj weights",
         f"`out_proj.weight` · shape (d_out, d_out) = ({d_out}, {d_out}) · Listing 3.5, line "
-        f"{listing_line('output')[0]}: `self.out_proj = nn.Linear(d_out, d_out)` · output = context @ Wᵀ + bias",
+        f"{init_line('out_proj')[0]}: `{init_line('out_proj')[1]}` (applied on line {listing_line('output')[0]}) "
+        "· output = context @ Wᵀ + bias",
         figures.matrix_heatmap(out_proj_weight, features, features, title="out_proj.weight",
                                presenter=presenter, row_title="output feature", col_title="context feature")))
     panels.append(Panel(
@@ -186,6 +188,7 @@ class ExplorerRun:
     mask_buffer: torch.Tensor | None  # the book's (context_length, context_length) buffer, 1 = blocked
     out_proj_weight: np.ndarray  # (d_out, d_out)
     dropout_shown: bool  # train mode with p > 0: the weights after dropout differ from the weights
+    out_proj_bias: np.ndarray | None = None  # (d_out,)
 
     @property
     def cells(self) -> int:
@@ -203,6 +206,7 @@ def run_explorer(module, x, labels, settings) -> ExplorerRun:
         mask_buffer=module.mask,
         out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy(),
         dropout_shown=settings.train and settings.dropout > 0,
+        out_proj_bias=module.out_proj.bias.detach().float().cpu().numpy(),
     )
 
 

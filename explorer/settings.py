@@ -206,6 +206,21 @@ def parse_query(params: Mapping[str, object], base: Settings = DEFAULTS) -> tupl
     return settings, notices + more
 
 
+WIDTH_MODES = ("per_head", "fixed")  # ?width=: per_head: d_out = num_heads × head_dim; fixed: d_out stays, split
+
+
+def head_choices(d_out: int) -> list[int]:
+    """num_heads that split a fixed d_out evenly within the ranges (head_dim = d_out // num_heads ≤ MAX_HEAD_DIM)."""
+    return [h for h in range(1, MAX_HEADS + 1) if d_out % h == 0 and d_out // h <= MAX_HEAD_DIM]
+
+
+def parameter_count(settings: Settings) -> int:
+    """Parameters of Listing 3.5's module: W_query, W_key, W_value (d_in → d_out, biases with qkv_bias) and
+    out_proj (d_out → d_out with bias). num_heads does not appear: heads split d_out, they add no weights."""
+    qkv = 3 * (settings.d_in * settings.d_out + (settings.d_out if settings.qkv_bias else 0))
+    return qkv + settings.d_out * settings.d_out + settings.d_out
+
+
 def nearest_multiple(value: int, step: int) -> int:
     """The multiple of step nearest to value, at least step."""
     return max(step, round(value / step) * step)

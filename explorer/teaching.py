@@ -89,20 +89,26 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("x", "The input x", ("x",), None, ("x", "(b, T, d_in)"), (
         "Each row is one token's embedding: b sequences of T tokens, d_in numbers per token.",
-        "Everything that follows is computed from these numbers and four weight matrices.",
+        "Everything that follows is computed from these numbers and the module's parameters: W_query, W_key and "
+        "W_value (with biases only when qkv_bias=True), and out_proj's weight and bias.",
     ), extra_fragments=("b, num_tokens, d_in = x.shape",)),
     Step("projections", "Projections: queries, keys, values", ("keys", "queries", "values"),
          ("x", "(b, T, d_in)"), ("queries", "(b, T, d_out)"), (
         "Three linear layers turn every token into a query (what it looks for), a key (what it offers) and a "
         "value (what it passes on).",
         "Each is one d_in → d_out matrix multiply for all heads at once: the heads sit side by side in the d_out "
-        "columns.",
-    )),
+        "columns. The three layers are built once, in __init__ (lines 11–13, also lit).",
+        "An intuition: a library search. The query is your question, the keys are the labels on the shelves and "
+        "the values are what the books say: each score compares the question with a label, and what you take "
+        "away is a mix of the books' contents, weighted by how well their labels matched.",
+    ), extra_fragments=("self.W_query = nn.Linear(", "self.W_key = nn.Linear(", "self.W_value = nn.Linear(")),
     Step("view", "view: split d_out into heads", ("keys_split", "values_split", "queries_split"),
          ("queries", "(b, T, d_out)"), ("queries_split", "(b, T, h, head_dim)"), (
         "view(b, T, h, head_dim) cuts each token's d_out numbers into h blocks of head_dim.",
         "No number moves in memory: column c simply belongs to head c // head_dim from now on.",
-    )),
+        "head_dim = d_out // num_heads was set in __init__ (line 10, also lit), after checking that d_out is "
+        "divisible by num_heads.",
+    ), extra_fragments=("self.head_dim = d_out // num_heads",)),
     Step("transpose", "transpose(1, 2): heads before tokens", ("keys_heads", "queries_heads", "values_heads"),
          ("queries_split", "(b, T, h, head_dim)"), ("queries_heads", "(b, h, T, head_dim)"), (
         "Why transpose? A matrix multiply works on the last two axes and treats the axes in front as a batch.",
@@ -118,29 +124,39 @@ STEPS: tuple[Step, ...] = (
     )),
     Step("mask", "Causal mask: −∞ on future keys", ("mask", "masked_scores"),
          ("attn_scores", "(b, h, T, T)"), ("masked_scores", "(b, h, T, T)"), (
-        "Token i must not see the tokens after it: the book's buffer is 1 above the diagonal, and masked_fill_ "
-        "writes −∞ there.",
-        "Why −∞ before the softmax, not 0 after? exp(−∞) = 0, so blocked keys get exactly zero weight and each "
-        "row is still normalised over the keys it may see; zeroing weights after the softmax would leave rows "
-        "that no longer sum to 1.",
-    )),
+        "Token i must not see the tokens after it: the book's buffer, built in __init__ (lines 16–20, also lit), "
+        "is 1 above the diagonal, and masked_fill_ writes −∞ there.",
+        "Why a buffer and not a tensor attribute or a parameter? register_buffer makes the mask part of the "
+        "module without training it (it is not in parameters(), so no optimizer touches it), moves it with the "
+        "weights on .to(device), and saves it in state_dict.",
+        "Why −∞ and not 0? The softmax takes exp of every score, and exp(0) = 1: a blocked key with score 0 would "
+        "still get weight. exp(−∞) = 0 gives it exactly zero, and each row is normalised over the keys it may see.",
+        "The book's first way (section 3.5.1), softmax, then zero the future weights, then divide each row by its "
+        "sum, gives the same weights; −∞ before the softmax does it in one step.",
+    ), extra_fragments=("self.register_buffer(",)),
     Step("softmax", "Scale by 1/√head_dim, then softmax", ("attn_weights",),
          ("masked_scores", "(b, h, T, T)"), ("attn_weights", "(b, h, T, T)"), (
-        "Why divide by √head_dim? A dot product of head_dim terms grows like √head_dim; large scores push the "
-        "softmax towards one-hot, where its gradients vanish. Dividing keeps the scores near unit size for any "
-        "head size.",
+        "Why divide by √head_dim? If the head_dim terms of a dot product are independent with unit variance, the "
+        "sum's standard deviation is √head_dim; large scores push the softmax towards one-hot, where its gradients "
+        "vanish. Dividing keeps the scores' spread near 1 for any head size.",
+        "Masking then scaling equals scaling then masking: −∞ / √head_dim is still −∞, and the other scores are "
+        "divided either way.",
         "The softmax then turns each row into weights that are at least 0 and sum to 1.",
     )),
     Step("dropout", "Dropout on the weights", ("attn_weights_dropped",),
          ("attn_weights", "(b, h, T, T)"), ("attn_weights_dropped", "(b, h, T, T)"), (
         "In training, dropout zeroes each weight with probability p and multiplies the survivors by 1/(1−p), "
         "so every weight keeps its expected value.",
-        "In eval mode it does nothing: the weights pass through unchanged.",
-    )),
+        "With p = 0, or in eval mode (module.eval()), it does nothing: the weights pass through unchanged.",
+        "Train vs eval: module.eval() only turns dropout off here (nn.Dropout is built on line 15, also lit); the "
+        "causal mask applies in both modes. torch.no_grad() is separate: it stops recording gradients and "
+        "changes no number.",
+    ), extra_fragments=("self.dropout = nn.Dropout(dropout)",)),
     Step("context", "Context: weights @ values", ("context_heads",),
          ("attn_weights_dropped", "(b, h, T, T)"), ("context_heads", "(b, h, T, head_dim)"), (
-        "Each token's context vector is the weighted average of the value vectors of the tokens it attends to, "
-        "in every head separately.",
+        "Each token's context vector is the weighted sum of the value vectors of the tokens it attends to, in "
+        "every head separately. Without dropout each weight row sums to 1, so it is a weighted average; after "
+        "dropout in train mode the rows sum to 1 only on average.",
         "(T, T) @ (T, head_dim) = (T, head_dim) per head.",
     )),
     Step("transpose_back", "transpose(1, 2) back: tokens before heads", ("context_transposed",),
@@ -158,8 +174,9 @@ STEPS: tuple[Step, ...] = (
     Step("out_proj", "out_proj: mix the heads", ("output",),
          ("context", "(b, T, d_out)"), ("output", "(b, T, d_out)"), (
         "A last linear layer (d_out → d_out) lets every output feature combine all heads' results.",
-        "The book notes it is not strictly necessary, but it is standard in LLM architectures.",
-    ), extra_fragments=("return context_vec",)),
+        "The book notes it is not strictly necessary, but it is standard in LLM architectures. It is built in "
+        "__init__ (line 14, also lit) with a bias, unlike W_query, W_key and W_value by default.",
+    ), extra_fragments=("return context_vec", "self.out_proj = nn.Linear(")),
 )
 STEP_COUNT = len(STEPS)
 
@@ -187,7 +204,7 @@ def _dims(n: int) -> list[str]:
 
 
 def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter: bool,
-                 dropout_active: bool) -> list[Panel]:
+                 dropout_active: bool, train: bool = False) -> list[Panel]:
     """The step's figures, main one first. Every number comes from the trace."""
     h, T, head_dim = trace.info["queries_heads"].shape[1:]
     d_out = h * head_dim
@@ -238,7 +255,8 @@ def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter:
     if key == "mask":
         return [heads_panel("masked_scores", "(b, h, T, T)", "scores", "Masked scores: −∞ on future keys"),
                 Panel("step_mask", "The mask as used (True = may attend)",
-                      caption(trace, "mask", "(T, T)", "the book's buffer sliced to T tokens and inverted"),
+                      caption(trace, "mask", "(T, T)", "the book's buffer sliced to T tokens and inverted: the "
+                              "book's `mask_bool` is True = blocked"),
                       figures.heads_heatmap(trace.numpy("mask")[None], labels, labels, title="mask[:T, :T]",
                                             kind="mask", head_names=["may attend"], presenter=presenter))]
     if key == "softmax":
@@ -247,7 +265,8 @@ def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter:
                 heads_panel("scaled_scores", "(b, h, T, T)", "scores", "Scaled scores (masked / √head_dim)")]
     if key == "dropout":
         dropped = trace.numpy("attn_weights_dropped")[b]
-        note = f"{where} · " + ("survivors scaled by 1/(1−p)" if dropout_active else "eval mode: unchanged")
+        idle = "train mode with p = 0: unchanged" if train else "eval mode: unchanged"
+        note = f"{where} · " + ("survivors scaled by 1/(1−p)" if dropout_active else idle)
         result = [heads_panel("attn_weights_dropped", "(b, h, T, T)", "weights", "Weights after dropout",
                               note=note, zmin=0.0, zmax=max(1.0, float(np.nanmax(dropped)) if dropped.size else 1.0))]
         if dropout_active:
@@ -273,27 +292,56 @@ def _step_panels(step: Step, trace: Trace, labels: list[str], b: int, presenter:
     raise ValueError(f"unknown step {key!r}")
 
 
+def _code(lines: Sequence[int]) -> str:
+    """The highlighted lines alone, a "..." line where lines are skipped (an __init__ line, then forward's)."""
+    out: list[str] = []
+    for previous, number in zip((None, *lines), lines, strict=False):
+        if previous is not None and number > previous + 1:
+            out.append("        ...")
+        out.append(LISTING_LINES[number - 1])
+    return textwrap.dedent("\n".join(out))
+
+
+def line_ranges(lines: Sequence[int]) -> str:
+    """"line 38", "lines 44–45" or "lines 10, 28–31": the highlighted lines, runs joined."""
+    runs: list[list[int]] = []
+    for number in lines:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    text = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+    return f"line {text}" if len(lines) == 1 else f"lines {text}"
+
+
 def build_step_view(trace: Trace, labels: list[str], number: int, *, batch_index: int, presenter: bool,
-                    dropout_active: bool) -> StepView:
+                    dropout_active: bool, train: bool = False) -> StepView:
     """Step ``number`` (1-based) of ``STEPS`` for one traced forward pass."""
     if not 1 <= number <= STEP_COUNT:
         raise ValueError(f"step must be in 1–{STEP_COUNT}, got {number}")
     step = STEPS[number - 1]
     sentences = step.sentences
     if step.key == "dropout":
-        sentences = sentences[:1] + (("Train mode is on: look at the zeros and the values above 1.",)
-                                     if dropout_active else sentences[1:])
+        if dropout_active:
+            sentences = sentences[:1] + ("Train mode is on: look at the zeros and the values above 1.",) + sentences[2:]
+        elif train:
+            sentences = sentences[:1] + ("Train mode is on, but p = 0: nothing is dropped, the weights pass "
+                                         "through unchanged.",) + sentences[2:]
+    head_dim = trace.info["queries_heads"].shape[-1]
+    if step.key == "softmax" and head_dim == 1:
+        sentences = sentences + ("Here head_dim = 1, so √head_dim = 1 and the division changes nothing: try "
+                                 "head_dim 16 to see it matter.",)
     return StepView(
         number=number,
         count=STEP_COUNT,
         title=step.title,
         lines=step.lines,
         listing=marked_listing(step.lines),
-        code=textwrap.dedent("\n".join(LISTING_LINES[n - 1] for n in step.lines)),
+        code=_code(step.lines),
         shape_before=shape_line(trace, *step.before) if step.before else "",
         shape_after=shape_line(trace, *step.after),
         sentences=sentences,
-        panels=tuple(_step_panels(step, trace, labels, batch_index, presenter, dropout_active)),
+        panels=tuple(_step_panels(step, trace, labels, batch_index, presenter, dropout_active, train)),
     )
 
 
@@ -302,10 +350,11 @@ def build_step_view(trace: Trace, labels: list[str], number: int, *, batch_index
 # =====================================================================================================================
 
 FUSED_NO_WEIGHTS = (
-    "Fused kernels (FlashAttention, F.scaled_dot_product_attention) return no attention weights: they never build "
-    "the T × T matrix, but stream keys in tiles and keep a running maximum and sum per query (an online "
-    "softmax). This app shows the weights from the explicit path, which computes the same output step by step; "
-    "the differences below prove the two agree."
+    "F.scaled_dot_product_attention returns no attention weights. Its fused kernels (flash, memory-efficient, "
+    "cuDNN) never build the T × T matrix: they stream keys in tiles and keep a running maximum and sum per query "
+    "(an online softmax). Its math fallback, which runs where no fused kernel fits (float64 on CUDA, for "
+    "example), does build it. This app shows the weights from the explicit path, which computes the same output "
+    "step by step; the differences below prove the two agree."
 )
 
 
@@ -625,8 +674,10 @@ def _keep_mask_figure(keep: np.ndarray, labels: list[str], presenter: bool):
 
 PRESET_TEXT = {
     "none": "The module's own seeded random weights, for comparison.",
-    "identity": "W_query = W_key = I: each score is the dot product of two input embeddings, so tokens attend to "
-                "tokens that look like them (head k compares input features k·head_dim onwards).",
+    "identity": "W_query = W_key = I: each score is the raw dot product of two slices of input embeddings (head k "
+                "uses input features k·head_dim onwards). A dot product grows with the vectors' lengths as well as "
+                "with their alignment, so a long key can outscore a similar one: on the book's six tokens, head 1 "
+                "attends most to \"journey\" from \"starts\", \"with\", \"one\" and \"step\".",
     "self": "One-hot position inputs; W_query = c·I: every query matches its own key.",
     "previous": "One-hot position inputs; W_query shifts e_t to e_(t−1): every query matches the previous token's "
                 "key (token 0 has only itself).",

@@ -73,7 +73,7 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
     reuse that run (and so does the explorer page)."""
     run = controls.explorer_run(settings)
     return views.build_step_view(run.trace, run.labels, number, batch_index=batch_index, presenter=presenter,
-                                 dropout_active=run.dropout_shown)
+                                 dropout_active=run.dropout_shown, train=settings.train)
 
 
 # Each page's computation is cached apart from the figures drawn from it (keyed on everything but the batch element
@@ -180,3 +180,22 @@ def _preset_run(settings: Settings, preset: str):
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
 def preset_view(settings: Settings, preset: str, presenter: bool) -> views.PresetView:
     return views.build_preset_view(_preset_run(settings, preset), presenter=presenter)
+
+
+@controls.gated
+@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
+def token_view(settings: Settings, token: int, batch_index: int, presenter: bool):
+    """One query token followed through every head, from the explorer's computed run (shared with its pages)."""
+    from .token_view import build_token_view
+
+    return build_token_view(controls.explorer_run(settings), token=token, batch_index=batch_index, presenter=presenter,
+                            book_example=settings.is_book_example())
+
+
+@controls.gated
+@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
+def head_view(settings: Settings, batch_index: int, focus: int | None, presenter: bool):
+    """The at-a-glance head view, from the explorer's computed run."""
+    from .head_view import build_head_view
+
+    return build_head_view(controls.explorer_run(settings), batch_index=batch_index, focus=focus, presenter=presenter)

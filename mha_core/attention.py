@@ -47,7 +47,7 @@ class ExplicitAttention:
     ``scale=None`` divides by sqrt(head_dim) exactly as the book does (division, not a
     multiplication by a rounded reciprocal), so the book's printed numbers come out.
     A row whose keys are all masked gets zero weights (and so zero context), as torch's
-    fused kernel gives, instead of the NaN a plain softmax would give.
+    fused kernel gives in the pinned torch (older versions gave NaN), instead of the NaN a plain softmax would give.
     """
 
     name = "explicit"

@@ -2,7 +2,8 @@
 
 The four variants share one module's weights and one input (b, T, E), with E = d_in = d_out = h · head_dim:
 
-* ``explicit``: ``MultiHeadAttention.forward`` (Listing 3.5). It materialises four (b, h, T, T) matrices:
+* ``explicit``: ``MultiHeadAttention.forward`` (Listing 3.5). It materialises four (b, h, T, T) matrices (the book's
+  in-place ``masked_fill_`` keeps three):
   scores, masked scores, scaled scores and weights.
 * ``traced``: ``trace_forward`` of the same module: the same forward, with every step kept in the trace.
 * ``sdpa``: ``reference.sdpa_forward``: the module's projections, attention by ``F.scaled_dot_product_attention``.

@@ -84,7 +84,7 @@ STEP_LINES: dict[str, int] = {
     "queries_heads": _line_of("queries = queries.transpose(1, 2)"),
     "keys_heads": _line_of("keys = keys.transpose(1, 2)"),
     "values_heads": _line_of("values = values.transpose(1, 2)"),
-    "mask_buffer": _line_of('"mask",'),
+    "mask_buffer": _line_of("torch.triu(torch.ones(context_length"),
     "mask": _line_of("mask_bool = self.mask.bool()"),
     "attn_scores": _line_of("attn_scores = queries @ keys.transpose(2, 3)"),
     "masked_scores": _line_of("attn_scores.masked_fill_("),
@@ -97,6 +97,25 @@ STEP_LINES: dict[str, int] = {
     "context": _line_of("context_vec = context_vec.contiguous().view("),
     "output": _line_of("context_vec = self.out_proj(context_vec)"),
 }
+
+
+# what __init__ builds -> the line of Listing 3.5 that builds it (the constructor, not the call in forward)
+INIT_LINES: dict[str, int] = {
+    "head_dim": _line_of("self.head_dim = d_out // num_heads"),
+    "W_query": _line_of("self.W_query = nn.Linear("),
+    "W_key": _line_of("self.W_key = nn.Linear("),
+    "W_value": _line_of("self.W_value = nn.Linear("),
+    "out_proj": _line_of("self.out_proj = nn.Linear("),
+    "dropout": _line_of("self.dropout = nn.Dropout("),
+    "register_buffer": _line_of("self.register_buffer("),
+    "mask_buffer": _line_of("torch.triu(torch.ones(context_length"),
+}
+
+
+def init_line(part: str) -> tuple[int, str]:
+    """(line number, line text) of Listing 3.5 where ``__init__`` builds ``part``."""
+    number = INIT_LINES[part]
+    return number, LISTING_LINES[number - 1].strip()
 
 
 def listing_line(step: str) -> tuple[int, str]:

@@ -48,7 +48,7 @@ def padding(lengths: list[int], num_queries: int, num_keys: int) -> torch.Tensor
 
 
 def sliding_window(num_queries: int, num_keys: int, window: int, causal_only: bool = True) -> torch.Tensor:
-    """(i, j) mask where query i sees keys within `window` positions (only earlier ones if causal)."""
+    """(i, j) mask where query i sees key j where |i − j| < window (only j ≤ i if causal)."""
     if window < 1:
         raise ValueError(f"window must be at least 1, got {window}")
     i = torch.arange(num_queries)[:, None]

@@ -231,7 +231,7 @@ class MaskParams:
 
     kind: str = "causal"
     lengths: tuple[int, ...] = ()  # padding: keys each batch element may attend to
-    window: int = 2  # sliding window: keys within this distance
+    window: int = 2  # sliding window: query i sees key j where |i − j| < window
     causal_only: bool = True  # sliding window: earlier keys only
     keep_percent: int = 70  # random: chance a position is kept
     seed: int = 0  # random

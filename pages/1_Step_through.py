@@ -6,7 +6,7 @@ The step is in the URL (?step=5), so a teacher's link opens on the step being di
 import streamlit as st
 
 from explorer import controls, teaching_cache
-from explorer.teaching import STEP_COUNT
+from explorer.teaching import STEP_COUNT, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
@@ -64,7 +64,7 @@ def main() -> None:
         help="Page Down (a presentation clicker's forward button)",
     )
 
-    lines = f"line {view.lines[0]}" if len(view.lines) == 1 else f"lines {view.lines[0]}–{view.lines[-1]}"
+    lines = line_ranges(view.lines)
     shape = f"{view.shape_before}  →  {view.shape_after}" if view.shape_before else view.shape_after
 
     if presenter:

@@ -37,7 +37,11 @@ def main() -> None:
     controls.sync_url(sidebar_settings, batch=batch_index, part=part)
 
 
-PARTS = {"heads": "h separate heads = one batched module", "references": "Against torch's own attention"}
+
+PARTS = {
+    "heads": "h separate heads = one batched module, up to the concatenation",
+    "references": "Against torch's own attention",
+}
 
 
 def heads_part(settings, batch_index: int, presenter: bool) -> None:
@@ -46,7 +50,8 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
             "Section 3.6.2 of the book replaces `MultiHeadAttentionWrapper` (a list of causal heads, each with its own "
             "small W_query, W_key, W_value, run one after another and concatenated) by one module that projects once, "
             "splits the result into heads with `view` and `transpose`, and runs every head in one matmul. Below, each "
-            "head is computed alone with its own slice of the batched weights, beside the batched module's head."
+            "head is computed alone with its own slice of the batched weights, beside the batched module's head. "
+            "The equality holds up to the concatenation: `out_proj` is extra, the wrapper has none."
         )
         if settings.train:
             st.info(

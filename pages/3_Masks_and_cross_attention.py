@@ -60,7 +60,7 @@ def main() -> None:
             seed_choice("masks_side", "window_side", "causal", ("causal", "both"))
             w1, w2 = st.columns(2)
             window = controls.range_slider_or_fixed(
-                w1, "window: keys within this distance", 1, src_len, key="masks_window"
+                w1, "window: |i − j| < window", 1, src_len, key="masks_window"
             )
             side = w2.radio(
                 "which side",
@@ -131,8 +131,9 @@ def main() -> None:
         st.warning(f"Fully masked rows (every key blocked) · {where}", icon=":material/warning:")
         zero = "are exactly 0" if view.context_zero_on_masked_rows else "are NOT 0"
         st.markdown(
-            f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as torch's "
-            "fused kernel gives, so their output is just `out_project`'s bias"
+            f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as "
+            f"F.scaled_dot_product_attention gives in this torch ({torch.__version__}; some older versions gave "
+            "NaN), so their output is just `out_project`'s bias"
             f"{' (zero here: qkv_bias is off)' if not settings.qkv_bias else ''}. A hand-written softmax would divide "
             f"0 by 0 instead: on these very scores it gives NaN in {view.handwritten_nan_rows} "
             "(batch, head, query) rows."

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import teaching as views
 from mha_core import masks, teaching
 from mha_core.heads import separate_heads
-from mha_core.listing import LISTING_LINES, STEP_LINES
+from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
 from mha_core.reference import compare_with_torch
 from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace
 
@@ -102,7 +102,8 @@ def test_next_and_previous_move_one_step_and_the_url_follows():
     at.button(key="step_next").click().run()
     assert at.slider(key="step_number").value == 12 and url(at, "step") == "12"
     assert at.button(key="step_next").disabled
-    assert marked_lines(at.code[0].value) == [STEP_LINES["output"], STEP_LINES["output"] + 1]  # out_proj, return
+    # out_proj's constructor (__init__), then its call and the return
+    assert marked_lines(at.code[0].value) == [INIT_LINES["out_proj"], STEP_LINES["output"], STEP_LINES["output"] + 1]
     at.button(key="step_previous").click().run()
     at.button(key="step_previous").click().run()
     assert at.slider(key="step_number").value == 10 and url(at, "step") == "10"

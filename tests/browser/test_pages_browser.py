@@ -34,6 +34,7 @@ def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url
         "Knobs that teach",
         "Trained heads",
         "Cost",
+        "Follow a token",
     ):
         assert expected in names, names
     for name, href in links:
@@ -54,6 +55,7 @@ HOSTILE_LINKS = [  # issue 10's repros, as a stranger would post them
     "Masks_and_cross_attention?mask=sliding%20window&src_len=1",
     "?trained=previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed1.cpu.layer0",
     "?view_batch=%D9%A3&num_heads=%EF%BC%91",
+    "Follow_a_token?token=-5&width=%3Cb%3Ewide",
 ]
 
 

@@ -1,0 +1,111 @@
+"""Follow one token: every head at a glance, then one query token through each head to its output row.
+
+The token and batch element are in the URL (?token=1&batch=0). Every number comes from the explorer's traced run
+(explorer.token_view, explorer.head_view); the page lays them out.
+"""
+
+import streamlit as st
+
+from explorer import controls, teaching_cache
+
+st.set_page_config(page_title="Follow a token · Multi-Head Attention Explorer", page_icon="🔎", layout="wide")
+
+DEFAULT_TOKEN = 1  # "journey", the book's x⁽²⁾
+
+
+def main() -> None:
+    presenter = controls.presenter_toggle()
+    settings = controls.settings_sidebar()
+    state = st.session_state
+    last = settings.num_tokens - 1
+    teaching_cache.seed_int("follow_token", "token", DEFAULT_TOKEN, 0, last)
+    teaching_cache.seed_int("follow_batch", "batch", 0, 0, settings.batch_size - 1)
+    labels = controls.module_and_input(settings)[2]
+    st.sidebar.header("View")
+    st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="follow_batch")
+    st.sidebar.selectbox(
+        "query token", list(range(settings.num_tokens)), key="follow_token", format_func=lambda i: f"{i}: {labels[i]}"
+    )
+    token, batch_index = int(state.follow_token), int(state.follow_batch)
+
+    st.title("Follow one token")
+    controls.show_notices()
+
+    # --- 1. every head at a glance -------------------------------------------------------------------------------
+    st.header("At a glance: every head")
+    glance = teaching_cache.head_view(settings, batch_index, token, presenter)
+    if not presenter:
+        st.markdown(
+            "Queries on the left, keys on the right: each line's strength is the attention weight, one "
+            "colour per head (as in BertViz's head view). The followed token's lines are drawn strong."
+        )
+    teaching_cache.show_panel(glance.panel, presenter)
+
+    # --- 2. one token through each head ----------------------------------------------------------------------------
+    view = teaching_cache.token_view(settings, token, batch_index, presenter)
+    st.header(f"Query {token}: “{view.label}”, head by head")
+    if not presenter:
+        scale = (
+            f"÷ √head_dim = ÷ {view.sqrt_head_dim:.4g}"
+            if view.head_dim > 1
+            else "÷ √head_dim = ÷ 1: at head_dim = 1 the scaling changes nothing"
+        )
+        st.markdown(
+            f"In each head: the query q (its row of `queries`), every key k_j it may see (the causal mask hides "
+            f"later ones), the dot product q · k_j, {scale}, the softmax over the visible keys, and the weighted "
+            "sum of the value rows v_j, which is the head's context for this token."
+        )
+    for head in view.heads:
+        with st.expander(
+            f"head {head.head} · q = {head.query} · context = {head.context}", expanded=head.head < 2 or presenter
+        ):
+            st.dataframe(
+                [
+                    {
+                        "key": f"{row.position}: {row.label}",
+                        "k_j": row.key,
+                        "q · k_j": row.dot,
+                        "÷ √head_dim": row.scaled,
+                        "softmax": row.weight,
+                        "weight used": row.used,
+                        "v_j": row.value,
+                        "weight × v_j": row.weighted,
+                    }
+                    for row in head.rows
+                ],
+                hide_index=True,
+                width="stretch",
+                key=f"follow_rows_{head.head}",
+                column_config={
+                    name: st.column_config.NumberColumn(format="%.4f")
+                    for name in ("q · k_j", "÷ √head_dim", "softmax", "weight used")
+                },
+            )
+            more = f" ({head.hidden_keys} lighter keys not listed)" if head.hidden_keys else ""
+            st.markdown(
+                f"{head.visible} visible keys{more}. Context of head {head.head} = Σ weight × v_j = `{head.context}`"
+            )
+    teaching_cache.show_panel(view.panels[0], presenter)
+
+    # --- 3. concatenate, out_proj, the output row ----------------------------------------------------------------
+    st.header("Concatenate, then out_proj")
+    st.markdown(f"The heads side by side: context[{token}] = `{view.concatenated}`")
+    if not presenter:
+        st.markdown(
+            "out_proj multiplies this row by its weight: each head's block of the row meets its own block of columns "
+            "of W_out, so the output is a sum of one contribution per head plus the bias: "
+            "output = Σ_k context_k · W_out[:, block k]ᵀ + bias."
+        )
+    teaching_cache.show_panel(view.panels[1], presenter)
+    st.markdown(f"**Output row {token}** (`output[{batch_index}, {token}]`): `{view.output_text}`")
+    if view.book_row is not None:
+        book = f"[{view.book_row[0]:.4f}, {view.book_row[1]:.4f}]"
+        if view.matches_book:
+            st.success(f"It prints as the book's output row {token}, {book}.", icon=":material/check:")
+        else:
+            st.warning(f"The book prints row {token} as {book}.", icon=":material/warning:")
+
+    controls.sync_url(settings, token=token, batch=batch_index)
+
+
+controls.run_page(main)
