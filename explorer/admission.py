@@ -154,13 +154,11 @@ def cost_max_tokens(batch_size: int, num_heads: int, wanted: int, steps) -> int:
 
 
 def release_memory() -> None:
-    """Collect the young generations, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them).
+    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them).
 
-    A trace's tensors are freed by reference counting the moment the job drops them; only cycles wait for the
-    collector. A full collection walks every object of torch, plotly and Streamlit (about 110 ms, holding the GIL
-    that every session shares), so after each heavy job only generations 0 and 1 are collected (well under 1 ms).
+    Cheap: the start-up heap is frozen out of the collector (``server_setup``), so this walks only what sessions made.
     """
-    gc.collect(1)
+    gc.collect()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 

@@ -24,7 +24,7 @@ from . import admission, server_setup
 from . import settings as cfg
 from .settings import FIELD_NAMES, Settings
 
-server_setup.configure_torch()  # once per process, before any session computes
+server_setup.configure_process()  # once per process, before any session computes
 
 INPUT_LABELS = {"book": "The book's six words", "random": "Seeded random embeddings", "text": "A sentence you type"}
 UI_KEYS = ("presenter",)  # preferences kept in the URL beside the settings
