@@ -52,11 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=240)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--settle-seconds", type=float, default=30)
+    parser.add_argument("--idle-clear-seconds", type=float, default=None,
+                        help="the server clears its caches after this long without a visitor (explorer.idle; "
+                             "production: 300); shorten it to see a compressed soak's idle RSS")
     args = parser.parse_args(argv)
+    env = {} if args.idle_clear_seconds is None else {"MHA_IDLE_CLEAR_S": str(args.idle_clear_seconds)}
     kinds = ["default", "medium", "medium", "large", "trained", "hang_up"]
     counts: dict[str, int] = {k: 0 for k in kinds}
     errors: list[str] = []
-    with StreamlitServer() as server:
+    with StreamlitServer(env=env) as server:
         with Session(server.port, "") as first:
             assert first.run(keep_charts=()).ok
         time.sleep(5)

@@ -20,11 +20,12 @@ import torch
 from mha_core import devices, runs
 from mha_core.runs import INPUT_KINDS
 
-from . import admission, server_setup
+from . import admission, idle, server_setup
 from . import settings as cfg
 from .settings import FIELD_NAMES, Settings
 
 server_setup.configure_process()  # once per process, before any session computes
+idle.start_watcher()  # caches cleared after 5 minutes without a visitor
 
 INPUT_LABELS = {"book": "The book's six words", "random": "Seeded random embeddings", "text": "A sentence you type"}
 UI_KEYS = ("presenter",)  # preferences kept in the URL beside the settings
