@@ -389,14 +389,30 @@ def _cells(settings: Settings) -> int:
     return settings.batch_size * settings.num_heads * settings.num_tokens**2
 
 
-@gated
-@st.cache_resource(max_entries=64, ttl=1800, show_spinner="Running the module…")
-def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
-    """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
+def _build_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
     from . import panels
 
     return panels.build_view(explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge,
                              presenter=presenter)
+
+
+# A view holds its figures: tens of KB at a class's settings, up to a few MB for a heavy run. Heavy views get a
+# cache of their own, a few entries long, so that a burst of large runs cannot fill memory with views nobody reopens.
+@st.cache_resource(max_entries=64, ttl=1800, show_spinner="Running the module…")
+def _small_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
+    return _build_view(settings, section, batch_index, enlarge, presenter)
+
+
+@st.cache_resource(max_entries=4, ttl=600, show_spinner="Running the module…")
+def _heavy_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
+    return _build_view(settings, section, batch_index, enlarge, presenter)
+
+
+@gated
+def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
+    """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
+    cache = _heavy_view if is_heavy(settings) else _small_view
+    return cache(settings, section, batch_index, enlarge, presenter)
 
 
 def module_and_input(settings: Settings):

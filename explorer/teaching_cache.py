@@ -66,14 +66,28 @@ def _module_and_input(settings: Settings):
     return controls.module_and_input(settings)  # the module is shared: read only
 
 
-@controls.gated
-@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
-def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
-    """One step's view, drawn from the explorer's computed run: other steps, batch elements and presenter mode
-    reuse that run (and so does the explorer page)."""
+def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
     run = controls.explorer_run(settings)
     return views.build_step_view(run.trace, run.labels, number, batch_index=batch_index, presenter=presenter,
                                  dropout_active=run.dropout_shown, train=settings.train)
+
+
+@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
+def _small_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
+    return _build_step_view(settings, number, batch_index, presenter)
+
+
+@st.cache_resource(max_entries=4, ttl=600, show_spinner=_SPIN)  # a heavy run's views: few kept (see controls)
+def _heavy_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
+    return _build_step_view(settings, number, batch_index, presenter)
+
+
+@controls.gated
+def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
+    """One step's view, drawn from the explorer's computed run: other steps, batch elements and presenter mode
+    reuse that run (and so does the explorer page)."""
+    cache = _heavy_step if controls.is_heavy(settings) else _small_step
+    return cache(settings, number, batch_index, presenter)
 
 
 # Each page's computation is cached apart from the figures drawn from it (keyed on everything but the batch element
