@@ -18,12 +18,20 @@ def main() -> None:
     settings = controls.settings_sidebar()
 
     st.sidebar.header("View")
-    batch_index = st.sidebar.number_input("batch element", 0, settings.batch_size - 1,
-                                          value=min(controls.url_int("view_batch", 0, 0, settings.batch_size - 1),
-                                                    settings.batch_size - 1), key="w_view_batch")
+    batch_index = st.sidebar.number_input(
+        "batch element",
+        0,
+        settings.batch_size - 1,
+        value=min(controls.url_int("view_batch", 0, 0, settings.batch_size - 1), settings.batch_size - 1),
+        key="w_view_batch",
+    )
     head_choices = ["none"] + [str(k) for k in range(settings.num_heads)]
-    enlarge_choice = st.sidebar.selectbox("enlarge a head", head_choices, key="w_enlarge",
-                                          index=head_choices.index(controls.url_choice("head", "none", head_choices)))
+    enlarge_choice = st.sidebar.selectbox(
+        "enlarge a head",
+        head_choices,
+        key="w_enlarge",
+        index=head_choices.index(controls.url_choice("head", "none", head_choices)),
+    )
     enlarge = None if enlarge_choice == "none" else int(enlarge_choice)
 
     st.title("Multi-Head Attention Explorer")
@@ -44,11 +52,15 @@ def main() -> None:
         else:
             with st.expander(f"All {len(view.labels)} rows of the output, as torch prints them"):
                 st.code(view.output_text, language=None)
-        st.caption(f"`output[{int(batch_index)}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
-                   f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}")
+        st.caption(
+            f"`output[{int(batch_index)}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
+            f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"
+        )
     if settings.is_book_example():
-        book_rows = f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … " \
-                    f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
+        book_rows = (
+            f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … "
+            f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
+        )
         if view.matches_book:
             st.success(f"✓ This matches the book's printed output exactly: {book_rows}")
         else:
@@ -87,11 +99,18 @@ def draw_attention(panels, presenter: bool) -> None:
 
 def draw_downloads(settings) -> None:
     if controls.is_heavy(settings):
-        st.info(f"The whole trace at {settings.num_heads} heads × {settings.num_tokens} tokens is hundreds of MB; "
-                "the .npz download is offered up to b·h·T² = 1,048,576 attention cells (16 heads × 256 tokens).")
+        st.info(
+            f"The whole trace at {settings.num_heads} heads × {settings.num_tokens} tokens is hundreds of MB; "
+            "the .npz download is offered up to b·h·T² = 1,048,576 attention cells (16 heads × 256 tokens)."
+        )
     else:
-        st.download_button("Download the trace (.npz, every step by name)", controls.npz_download(settings),
-                           file_name="mha_trace.npz", mime="application/octet-stream", on_click="ignore")
+        st.download_button(
+            "Download the trace (.npz, every step by name)",
+            controls.npz_download(settings),
+            file_name="mha_trace.npz",
+            mime="application/octet-stream",
+            on_click="ignore",
+        )
     st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
 
 

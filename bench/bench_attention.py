@@ -68,8 +68,10 @@ def main() -> None:
                 times[name].append(time.perf_counter() - start)
 
     baseline = statistics.median(times["minimal SDPA (baseline)"])
-    print(f"device={device} torch={torch.__version__} threads={torch.get_num_threads()} "
-          f"batch={args.batch} tokens={args.tokens} d={args.dim} heads={args.heads} rounds={args.rounds}")
+    print(
+        f"device={device} torch={torch.__version__} threads={torch.get_num_threads()} "
+        f"batch={args.batch} tokens={args.tokens} d={args.dim} heads={args.heads} rounds={args.rounds}"
+    )
     print("| variant | median ms | ratio to minimal SDPA |")
     print("|---|---:|---:|")
     for name, samples in times.items():

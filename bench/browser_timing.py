@@ -33,8 +33,11 @@ TIMEOUT_S = 120
 
 def _drawn(page, text: str) -> None:
     """Until ``text`` is on the page, the script has finished and every chart has drawn, plus two frames."""
-    page.wait_for_function("t => document.querySelector(\"[data-testid='stMain']\")?.innerText.includes(t)",
-                           arg=text, timeout=TIMEOUT_S * 1000)
+    page.wait_for_function(
+        "t => document.querySelector(\"[data-testid='stMain']\")?.innerText.includes(t)",
+        arg=text,
+        timeout=TIMEOUT_S * 1000,
+    )
     wait_for_charts(page, TIMEOUT_S)
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
@@ -76,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
 
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     with sync_playwright() as playwright, StreamlitServer() as server:
-        browser = (playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS) if executable
-                   else playwright.chromium.launch(args=CHROMIUM_FLAGS))
+        browser = (
+            playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+            if executable
+            else playwright.chromium.launch(args=CHROMIUM_FLAGS)
+        )
         visit(browser, server.url, {"seed": "1"})  # the server's first visitor: imports, first compilations
         returning = browser.new_context(viewport={"width": 1600, "height": 1000})
         visit(browser, server.url, {"seed": "2"}, returning)  # this browser has now cached the app's JavaScript
@@ -91,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
                     paint, move = visit(browser, server.url, {**query, "seed": seed}, context)
                     paints.append(paint)
                     moves.append(move)
-                print(f"| {name} | {kind} | {statistics.median(paints):.2f} s ({max(paints):.2f}) | "
-                      f"{statistics.median(moves):.2f} s ({max(moves):.2f}) | {args.repeats} |", flush=True)
+                print(
+                    f"| {name} | {kind} | {statistics.median(paints):.2f} s ({max(paints):.2f}) | "
+                    f"{statistics.median(moves):.2f} s ({max(moves):.2f}) | {args.repeats} |",
+                    flush=True,
+                )
         returning.close()
         browser.close()
     return 0

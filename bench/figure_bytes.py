@@ -22,8 +22,9 @@ from mha_core import runs  # noqa: E402
 CASES = {
     "default: the book, 2 heads × 6 tokens": {},
     "medium: 8 heads × 64 tokens, d_out 64": dict(num_heads="8", d_out="64", num_tokens="64", input="random"),
-    "maximum: 16 heads × 1024 tokens, d_out 1024": dict(num_heads="16", d_out="1024", num_tokens="1024",
-                                                        input="random", batch_size="1", d_in="64"),
+    "maximum: 16 heads × 1024 tokens, d_out 1024": dict(
+        num_heads="16", d_out="1024", num_tokens="1024", input="random", batch_size="1", d_in="64"
+    ),
 }
 
 
@@ -45,8 +46,10 @@ def main() -> None:
             view = panels.build_view(run, section=section, batch_index=0, enlarge=None, presenter=False)
             seconds = time.perf_counter() - start
             nbytes = sum(figures.figure_nbytes(panel.figure) for panel in view.panels)
-            print(f"| {name} | {section} | {len(view.panels)} | {nbytes / 1e6:.2f} MB | {forward * 1e3:.0f} | "
-                  f"{seconds * 1e3:.0f} |")
+            print(
+                f"| {name} | {section} | {len(view.panels)} | {nbytes / 1e6:.2f} MB | {forward * 1e3:.0f} | "
+                f"{seconds * 1e3:.0f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ HOST = "127.0.0.1"  # every socket this file opens goes here, and only here
 
 # --- the server and its memory ------------------------------------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
@@ -168,8 +169,15 @@ class RssSampler:
 class StreamlitServer:
     """``python -m streamlit run app.py`` on 127.0.0.1 and a free port, stopped on exit."""
 
-    def __init__(self, script: str = "app.py", extra_args: Iterable[str] = (), log_path: Path | None = None,
-                 start_timeout: float = 120, root: Path = ROOT, env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        script: str = "app.py",
+        extra_args: Iterable[str] = (),
+        log_path: Path | None = None,
+        start_timeout: float = 120,
+        root: Path = ROOT,
+        env: Mapping[str, str] | None = None,
+    ):
         self.script, self.extra_args, self.start_timeout = script, list(extra_args), start_timeout
         self.root, self.env = Path(root), dict(env or {})
         self.port = free_port()
@@ -190,8 +198,17 @@ class StreamlitServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in __exit__)
         env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", **self.env)
-        command = [sys.executable, "-m", "streamlit", "run", self.script, "--server.headless=true",
-                   f"--server.port={self.port}", f"--server.address={HOST}", *self.extra_args]
+        command = [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            self.script,
+            "--server.headless=true",
+            f"--server.port={self.port}",
+            f"--server.address={HOST}",
+            *self.extra_args,
+        ]
         begin = time.monotonic()
         self.process = subprocess.Popen(command, cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = begin + self.start_timeout
@@ -227,6 +244,7 @@ class StreamlitServer:
 
 
 # --- one session: Streamlit's protocol ------------------------------------------------------------------------------
+
 
 @dataclass
 class RunResult:
@@ -307,8 +325,9 @@ class Session:
             setattr(state, name, item)
         return state
 
-    def run(self, widgets: Iterable[WidgetState] = (),
-            keep_charts: Iterable[str] = ("chart_output", "chart_attn_weights")) -> RunResult:
+    def run(
+        self, widgets: Iterable[WidgetState] = (), keep_charts: Iterable[str] = ("chart_output", "chart_attn_weights")
+    ) -> RunResult:
         """Rerun the script with these widget values and collect what it sends, until script_finished."""
         keep = set(keep_charts)
         result = RunResult()
@@ -372,6 +391,7 @@ class Session:
 
 
 # --- what each session expects --------------------------------------------------------------------------------------
+
 
 def shown_output(figure_json: str) -> np.ndarray | None:
     """The exact numbers of a figure's heads stacked (h, i, j): the "Final output" or the attention weights;
@@ -463,6 +483,7 @@ def session_query(index: int) -> dict[str, str]:
 
 # --- the load test --------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class SessionLog:
     index: int
@@ -486,8 +507,16 @@ def _apply(expected: Settings, key: str, value) -> Settings:
     return cfg.reconcile(raw)[0]
 
 
-def drive_session(index: int, port: int, deadline: float, max_reruns: int, think: tuple[float, float],
-                  start: threading.Barrier | None, log: SessionLog, reconnect: bool = False) -> None:
+def drive_session(
+    index: int,
+    port: int,
+    deadline: float,
+    max_reruns: int,
+    think: tuple[float, float],
+    start: threading.Barrier | None,
+    log: SessionLog,
+    reconnect: bool = False,
+) -> None:
     """Open the session's link, then move a widget every few seconds until the deadline; check every run.
 
     ``reconnect``: behind a load balancer, a run cut off by its server's death reconnects once, as the browser
@@ -558,8 +587,9 @@ def _record(log: SessionLog, result: RunResult, expected: Settings) -> None:
     log.checks.append(check)
     if check.cross_talk:
         shown = settings_from_query(result.query_string) if result.query_string else None
-        log.cross_talk.append(f"session {log.index}: expected {expected}, URL {shown}, shape ok {check.shape_ok}, "
-                              f"numbers {check.numbers}")
+        log.cross_talk.append(
+            f"session {log.index}: expected {expected}, URL {shown}, shape ok {check.shape_ok}, numbers {check.numbers}"
+        )
 
 
 @dataclass
@@ -604,9 +634,17 @@ def server_errors(log_text: str) -> list[str]:
     return [line for line in log_text.splitlines() if "page failed" in line or line.startswith("Traceback")]
 
 
-def run_load(sessions: int = 30, seconds: float = 60, settle_seconds: float = 60, max_reruns: int = 40,
-             think: tuple[float, float] = (1.0, 3.0), disconnect_check: bool = True,
-             progress=print, root: Path = ROOT, env: Mapping[str, str] | None = None) -> LoadReport:
+def run_load(
+    sessions: int = 30,
+    seconds: float = 60,
+    settle_seconds: float = 60,
+    max_reruns: int = 40,
+    think: tuple[float, float] = (1.0, 3.0),
+    disconnect_check: bool = True,
+    progress=print,
+    root: Path = ROOT,
+    env: Mapping[str, str] | None = None,
+) -> LoadReport:
     """Start a server, run the sessions concurrently, close them, watch memory settle; stop the server.
 
     ``root`` and ``env`` run another checkout or another allocator setting.
@@ -620,9 +658,12 @@ def run_load(sessions: int = 30, seconds: float = 60, settle_seconds: float = 60
         start = threading.Barrier(sessions)
         began = time.monotonic()
         deadline = began + seconds
-        threads = [threading.Thread(target=drive_session, args=(k, server.port, deadline, max_reruns, think,
-                                                                 start, logs[k]), daemon=True)
-                   for k in range(sessions)]
+        threads = [
+            threading.Thread(
+                target=drive_session, args=(k, server.port, deadline, max_reruns, think, start, logs[k]), daemon=True
+            )
+            for k in range(sessions)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -636,8 +677,19 @@ def run_load(sessions: int = 30, seconds: float = 60, settle_seconds: float = 60
             time.sleep(min(1.0, max(0.0, settle_end - time.monotonic())))
         settled = server.rss_mb()
         disconnect = disconnect_mid_run(server) if disconnect_check else None
-        return LoadReport(sessions, elapsed, logs, server.started_s, idle, peak, closed, settled, settle_seconds,
-                          server_errors(server.log_text()), disconnect)
+        return LoadReport(
+            sessions,
+            elapsed,
+            logs,
+            server.started_s,
+            idle,
+            peak,
+            closed,
+            settled,
+            settle_seconds,
+            server_errors(server.log_text()),
+            disconnect,
+        )
 
 
 def metrics(url: str) -> dict[str, float]:
@@ -653,8 +705,15 @@ def metrics(url: str) -> dict[str, float]:
 
 def big_query() -> dict[str, str]:
     """16 heads × 512 tokens (4 × 16 MiB attention matrices), with a seed nobody else uses: the cache can't answer."""
-    return {"num_heads": "16", "d_out": "256", "num_tokens": "512", "batch_size": "1", "input": "random",
-            "d_in": "16", "seed": str(random.randrange(10**6, 10**7))}
+    return {
+        "num_heads": "16",
+        "d_out": "256",
+        "num_tokens": "512",
+        "batch_size": "1",
+        "input": "random",
+        "d_in": "16",
+        "seed": str(random.randrange(10**6, 10**7)),
+    }
 
 
 def hang_up_mid_run(port: int, query: Mapping[str, str], linger: float = 0.2) -> None:
@@ -702,8 +761,16 @@ def disconnect_mid_run(server: StreamlitServer, repeats: int = 1, settle_seconds
     }
 
 
-CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def wait_for_charts(page, timeout: float) -> None:
@@ -712,7 +779,8 @@ def wait_for_charts(page, timeout: float) -> None:
     page.wait_for_function(
         "() => { const charts = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
         " return charts.length > 0 && [...charts].every(c => c.querySelector('svg.main-svg')); }",
-        timeout=timeout * 1000)
+        timeout=timeout * 1000,
+    )
 
 
 def cold_start(query: str = "", timeout: float = 180) -> dict[str, float]:
@@ -727,8 +795,11 @@ def cold_start(query: str = "", timeout: float = 180) -> dict[str, float]:
 
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     with sync_playwright() as playwright:
-        browser = (playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS) if executable
-                   else playwright.chromium.launch(args=CHROMIUM_FLAGS))
+        browser = (
+            playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+            if executable
+            else playwright.chromium.launch(args=CHROMIUM_FLAGS)
+        )
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         begin = time.monotonic()
         with StreamlitServer(start_timeout=timeout) as server:
@@ -765,11 +836,19 @@ def markdown_report(report: LoadReport) -> str:
     ]
     if report.disconnect:
         d = report.disconnect
-        rows.append(("hang-up mid-run (16 heads × 512 tokens): RSS before / peak / after",
-                     f"{d['rss_before_mb']:.0f} / {d['peak_mb']:.0f} / {d['rss_after_mb']:.0f} MB"))
+        rows.append(
+            (
+                "hang-up mid-run (16 heads × 512 tokens): RSS before / peak / after",
+                f"{d['rss_before_mb']:.0f} / {d['peak_mb']:.0f} / {d['rss_after_mb']:.0f} MB",
+            )
+        )
         rows.append(("sessions still active after the hang-up", f"{d['active_sessions_after']:.0f}"))
-        rows.append(("after the hang-up, another session is served correctly",
-                     "yes" if d["other_session_ok"] and not d["other_session_cross_talk"] else "NO"))
+        rows.append(
+            (
+                "after the hang-up, another session is served correctly",
+                "yes" if d["other_session_ok"] and not d["other_session_cross_talk"] else "NO",
+            )
+        )
     lines = ["| measure | value |", "| --- | --- |"] + [f"| {name} | {value} |" for name, value in rows]
     if report.errors:
         lines += ["", "Errors (first 10):", ""] + [f"- {e}" for e in report.errors[:10]]
@@ -785,27 +864,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60, help="how long the sessions keep moving widgets")
     parser.add_argument("--settle-seconds", type=float, default=60, help="wait after closing before the last RSS")
     parser.add_argument("--max-reruns", type=int, default=40, help="widget changes per session, at most")
-    parser.add_argument("--think", type=float, nargs=2, default=(1.0, 3.0), metavar=("MIN", "MAX"),
-                        help="seconds a student waits between two widget changes")
+    parser.add_argument(
+        "--think",
+        type=float,
+        nargs=2,
+        default=(1.0, 3.0),
+        metavar=("MIN", "MAX"),
+        help="seconds a student waits between two widget changes",
+    )
     parser.add_argument("--no-disconnect-check", action="store_true")
-    parser.add_argument("--cold-start", action="store_true",
-                        help="only measure the cold start (server process → first page rendered in Chromium)")
+    parser.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="only measure the cold start (server process → first page rendered in Chromium)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 200 or not 0 < args.seconds <= 1800 or not 0 <= args.settle_seconds <= 600:
         parser.error("sessions 1–200, seconds 0–1800, settle-seconds 0–600")
     progress = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     if args.cold_start:
         found = cold_start()
-        print("| cold start | seconds |\n| --- | --- |\n"
-              f"| server process → healthy | {found['healthy_s']:.1f} |\n"
-              f"| server process → first page fully rendered ({found['charts']} charts) | "
-              f"{found['first_page_s']:.1f} |\n"
-              f"| the next visitor's page, fully rendered | {found['warm_page_s']:.1f} |")
+        print(
+            "| cold start | seconds |\n| --- | --- |\n"
+            f"| server process → healthy | {found['healthy_s']:.1f} |\n"
+            f"| server process → first page fully rendered ({found['charts']} charts) | "
+            f"{found['first_page_s']:.1f} |\n"
+            f"| the next visitor's page, fully rendered | {found['warm_page_s']:.1f} |"
+        )
         return 0
-    report = run_load(args.sessions, args.seconds, args.settle_seconds, args.max_reruns, tuple(args.think),
-                      not args.no_disconnect_check, progress=progress)
-    print(f"### Load test: {args.sessions} sessions, {args.seconds:.0f} s, 2 CPU cores shared with the "
-          "server and the clients\n")
+    report = run_load(
+        args.sessions,
+        args.seconds,
+        args.settle_seconds,
+        args.max_reruns,
+        tuple(args.think),
+        not args.no_disconnect_check,
+        progress=progress,
+    )
+    print(
+        f"### Load test: {args.sessions} sessions, {args.seconds:.0f} s, 2 CPU cores shared with the "
+        "server and the clients\n"
+    )
     print(markdown_report(report))
     return 0 if not report.errors and not report.cross_talk else 1
 

@@ -91,8 +91,9 @@ def cache_bytes(url: str) -> dict[str, int]:
     return found
 
 
-def run_scenario(name: str, queries: list[str], settle_seconds: float, root: Path = ROOT,
-                 env: dict[str, str] | None = None) -> Scenario:
+def run_scenario(
+    name: str, queries: list[str], settle_seconds: float, root: Path = ROOT, env: dict[str, str] | None = None
+) -> Scenario:
     with StreamlitServer(log_path=ROOT / "artifacts" / "streamlit-memory-report.log", root=root, env=env) as server:
         time.sleep(2)
         before = server.rss_mb()
@@ -114,8 +115,9 @@ def run_scenario(name: str, queries: list[str], settle_seconds: float, root: Pat
     return Scenario(name, len(queries), before, peak, open_mb, closed, settled, seconds, errors, caches)
 
 
-def scenarios(count: int, settle_seconds: float, progress, root: Path = ROOT,
-              env: dict[str, str] | None = None) -> list[Scenario]:
+def scenarios(
+    count: int, settle_seconds: float, progress, root: Path = ROOT, env: dict[str, str] | None = None
+) -> list[Scenario]:
     plan = [
         ("idle (no session)", []),
         ("largest, one session", [LARGEST]),
@@ -243,8 +245,9 @@ print(json.dumps({"rows": rows, "trace_steps_over_1MiB": big, "trace_total": sum
 
 
 def breakdown() -> dict:
-    done = subprocess.run([sys.executable, "-c", BREAKDOWN, str(ROOT)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", BREAKDOWN, str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
     if done.returncode:
         raise RuntimeError(f"the breakdown failed:\n{done.stderr[-3000:]}")
     merged: dict = {}
@@ -256,16 +259,22 @@ def breakdown() -> dict:
 
 # --- the report -----------------------------------------------------------------------------------------------------
 
+
 def markdown(found: list[Scenario], parts: dict | None, title: str = "this checkout") -> str:
-    lines = [f"### Server memory, {title} (RSS, MB; Community Cloud's smallest limit is {BUDGET_MB} MB)", "",
-             "| scenario | sessions | before | peak | sessions open | closed | settled | load time | errors |"
-             " cache_data bytes |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"### Server memory, {title} (RSS, MB; Community Cloud's smallest limit is {BUDGET_MB} MB)",
+        "",
+        "| scenario | sessions | before | peak | sessions open | closed | settled | load time | errors |"
+        " cache_data bytes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for s in found:
         data = s.cache_bytes.get("explorer.controls.cached_view", 0)
-        lines.append(f"| {s.name} | {s.sessions} | {s.before_mb:.0f} | **{s.peak_mb:.0f}** | {s.open_mb:.0f} | "
-                     f"{s.closed_mb:.0f} | {s.settled_mb:.0f} | {s.seconds:.1f} s | {len(s.errors)} | "
-                     f"{data / 2**20:.1f} MiB |")
+        lines.append(
+            f"| {s.name} | {s.sessions} | {s.before_mb:.0f} | **{s.peak_mb:.0f}** | {s.open_mb:.0f} | "
+            f"{s.closed_mb:.0f} | {s.settled_mb:.0f} | {s.seconds:.1f} s | {len(s.errors)} | "
+            f"{data / 2**20:.1f} MiB |"
+        )
     goal = found[-1]
     verdict = "fits" if goal.peak_mb <= BUDGET_MB else "does NOT fit"
     lines += ["", f"Goal ({goal.name}) peaks at {goal.peak_mb:.0f} MB: {verdict} in {BUDGET_MB} MB."]
@@ -273,11 +282,18 @@ def markdown(found: list[Scenario], parts: dict | None, title: str = "this check
     if errors:
         lines += ["", "Errors:"] + [f"- {e}" for e in errors[:10]]
     if parts:
-        lines += ["", "### What holds memory: the largest setting, step by step (fresh interpreter)", "",
-                  "| step | RSS after | peak during | peak above its start |", "| --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "### What holds memory: the largest setting, step by step (fresh interpreter)",
+            "",
+            "| step | RSS after | peak during | peak above its start |",
+            "| --- | --- | --- | --- |",
+        ]
         for row in parts["rows"]:
-            lines.append(f"| {row['step']} | {row['rss_mb']:.0f} | {row.get('peak_mb', row['rss_mb']):.0f} | "
-                         f"{row.get('peak_above_start_mb', 0):+.0f} |")
+            lines.append(
+                f"| {row['step']} | {row['rss_mb']:.0f} | {row.get('peak_mb', row['rss_mb']):.0f} | "
+                f"{row.get('peak_above_start_mb', 0):+.0f} |"
+            )
         big = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in parts["trace_steps_over_1MiB"].items())
         lines += [
             "",

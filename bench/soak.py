@@ -52,14 +52,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=240)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--settle-seconds", type=float, default=30)
-    parser.add_argument("--idle-clear-seconds", type=float, default=None,
-                        help="the server clears its caches after this long without a visitor (explorer.idle; "
-                             "production: 300); shorten it to see a compressed soak's idle RSS")
-    parser.add_argument("--kinds", nargs="+", choices=["default", "medium", "large", "trained", "hang_up"],
-                        help="only these kinds of visit (to find which one leaves memory behind)")
-    parser.add_argument("--system-malloc", action="store_true",
-                        help="run the server with PYTHONMALLOC=malloc: Python objects in glibc's heap, which "
-                             "malloc_trim can hand back, instead of Python's own arenas")
+    parser.add_argument(
+        "--idle-clear-seconds",
+        type=float,
+        default=None,
+        help="the server clears its caches after this long without a visitor (explorer.idle; "
+        "production: 300); shorten it to see a compressed soak's idle RSS",
+    )
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=["default", "medium", "large", "trained", "hang_up"],
+        help="only these kinds of visit (to find which one leaves memory behind)",
+    )
+    parser.add_argument(
+        "--system-malloc",
+        action="store_true",
+        help="run the server with PYTHONMALLOC=malloc: Python objects in glibc's heap, which "
+        "malloc_trim can hand back, instead of Python's own arenas",
+    )
     args = parser.parse_args(argv)
     parser_env = {} if args.idle_clear_seconds is None else {"MHA_IDLE_CLEAR_S": str(args.idle_clear_seconds)}
     env = parser_env | ({"PYTHONMALLOC": "malloc"} if args.system_malloc else {})

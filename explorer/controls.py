@@ -33,6 +33,7 @@ UI_KEYS = ("presenter",)  # preferences kept in the URL beside the settings
 
 # --- URL <-> settings ----------------------------------------------------------------------------------------------
 
+
 def _query_dict() -> dict[str, list[str]]:
     return {key: st.query_params.get_all(key) for key in st.query_params.keys()}  # noqa: SIM118
 
@@ -132,6 +133,7 @@ def show_notices() -> None:
 
 # --- widgets ---------------------------------------------------------------------------------------------------------
 
+
 def _widget_values(settings: Settings) -> dict[str, object]:
     values = {name: getattr(settings, name) for name in FIELD_NAMES if name != "d_out"}
     values["head_dim"] = settings.head_dim
@@ -150,8 +152,9 @@ def width_mode() -> str:
     state = st.session_state
     if "_width" not in state:
         raw = st.query_params.get("width")
-        mode, problem = ("per_head", None) if raw is None else cfg.parse_choice("width", raw, "per_head",
-                                                                                cfg.WIDTH_MODES)
+        mode, problem = (
+            ("per_head", None) if raw is None else cfg.parse_choice("width", raw, "per_head", cfg.WIDTH_MODES)
+        )
         if problem:
             notice(problem)
         state._width = mode
@@ -176,8 +179,12 @@ def _heads_controls(settings: Settings, common: dict) -> None:
     state, sb = st.session_state, st.sidebar
     fixed = width_mode() == "fixed"
     state["w_width_fixed"] = fixed
-    sb.toggle("fixed width: d_out stays, heads split it", key="w_width_fixed", on_change=_on_width_change,
-              help="The book's and GPT-2's convention: head_dim = d_out // num_heads (768 = 12 × 64).")
+    sb.toggle(
+        "fixed width: d_out stays, heads split it",
+        key="w_width_fixed",
+        on_change=_on_width_change,
+        help="The book's and GPT-2's convention: head_dim = d_out // num_heads (768 = 12 × 64).",
+    )
     if fixed:
         state.setdefault("w_d_out", settings.d_out)
         choices = cfg.head_choices(settings.d_out) or [1]
@@ -185,19 +192,33 @@ def _heads_controls(settings: Settings, common: dict) -> None:
             state["w_heads_fixed"] = settings.num_heads if settings.num_heads in choices else choices[0]
         sb.number_input("d_out", 1, cfg.MAX_HEADS * cfg.MAX_HEAD_DIM, key="w_d_out", **common)
         sb.select_slider("num_heads", choices, key="w_heads_fixed", help="The divisors of d_out.", **common)
-        sb.caption(f"head_dim = {settings.d_out} // {settings.num_heads} = **{settings.head_dim}** · "
-                   f"{cfg.parameter_count(settings):,} parameters for every num_heads: heads split d_out, they add "
-                   "no weights")
+        sb.caption(
+            f"head_dim = {settings.d_out} // {settings.num_heads} = **{settings.head_dim}** · "
+            f"{cfg.parameter_count(settings):,} parameters for every num_heads: heads split d_out, they add "
+            "no weights"
+        )
     else:
         sb.slider("num_heads", 1, cfg.MAX_HEADS, key="w_num_heads", help="Number of attention heads.", **common)
-        sb.slider("head_dim", 1, cfg.MAX_HEAD_DIM, key="w_head_dim",
-                  help="Features per head; d_out = num_heads × head_dim, so it is always divisible.", **common)
+        sb.slider(
+            "head_dim",
+            1,
+            cfg.MAX_HEAD_DIM,
+            key="w_head_dim",
+            help="Features per head; d_out = num_heads × head_dim, so it is always divisible.",
+            **common,
+        )
         sb.caption(f"d_out = {settings.num_heads} × {settings.head_dim} = **{settings.d_out}**")
     if settings.head_dim == 1 and not settings.trained:
-        sb.caption("head_dim = 1: each head's query and key are single numbers, so its scores are products of two "
-                   "numbers and the ÷√head_dim does nothing.")
-        sb.button("Try 4 heads × head_dim 16", key="w_wider_heads", on_click=_try_wider_heads,
-                  help="d_out = 64: heads with room to differ visibly.")
+        sb.caption(
+            "head_dim = 1: each head's query and key are single numbers, so its scores are products of two "
+            "numbers and the ÷√head_dim does nothing."
+        )
+        sb.button(
+            "Try 4 heads × head_dim 16",
+            key="w_wider_heads",
+            on_click=_try_wider_heads,
+            help="d_out = 64: heads with room to differ visibly.",
+        )
 
 
 def _on_widget_change() -> None:
@@ -229,8 +250,14 @@ def settings_sidebar() -> Settings:
     _heads_controls(settings, common)
     sb.number_input("d_in", 1, cfg.MAX_D_IN, key="w_d_in", help="Embedding size of each input token.", **common)
     sb.slider("num_tokens", 1, cfg.MAX_TOKENS, key="w_num_tokens", help="Sequence length.", **common)
-    sb.number_input("context_length", 1, cfg.MAX_CONTEXT, key="w_context_length",
-                    help="Size of the causal mask buffer; at least num_tokens.", **common)
+    sb.number_input(
+        "context_length",
+        1,
+        cfg.MAX_CONTEXT,
+        key="w_context_length",
+        help="Size of the causal mask buffer; at least num_tokens.",
+        **common,
+    )
     sb.slider("batch_size", 1, cfg.MAX_BATCH, key="w_batch_size", **common)
     sb.selectbox("input", INPUT_KINDS, format_func=INPUT_LABELS.get, key="w_input", **common)
     if settings.input == "text":
@@ -284,8 +311,12 @@ def presenter_toggle() -> bool:
     if "_presenter" not in state:  # a non-widget copy survives page switches
         state._presenter = st.query_params.get("presenter", "").lower() in ("1", "true", "yes", "on")
     state.setdefault("w_presenter", state._presenter)
-    presenter = st.sidebar.toggle("Presenter mode", key="w_presenter", help="Large type for a projector.",
-                                  on_change=lambda: state.update(_presenter=state.w_presenter))
+    presenter = st.sidebar.toggle(
+        "Presenter mode",
+        key="w_presenter",
+        help="Large type for a projector.",
+        on_change=lambda: state.update(_presenter=state.w_presenter),
+    )
     if presenter:
         st.markdown(PRESENTER_CSS, unsafe_allow_html=True)  # a constant: nothing from the user
     return presenter
@@ -307,6 +338,7 @@ PRESENTER_CSS = """
 
 # --- caches: keyed on settings, never on arrays ----------------------------------------------------------------------
 
+
 @st.cache_resource(max_entries=4, ttl=600, show_spinner=False)
 def cached_module(spec: runs.ModuleSpec):
     """One module per settings, shared read-only by every session (never mutate it)."""
@@ -327,8 +359,10 @@ def fit_budget(settings: Settings, max_cells: int, page: str) -> Settings:
     b = max(1, min(b, max_cells // (h * T * T)))
     while b * h * T * T > max_cells and T > 1:
         T -= 1
-    notice(f"{page} runs several copies of the module at once, so it uses batch_size={b} and num_tokens={T} "
-           f"(b·h·T² ≤ {max_cells:,}) instead of {settings.batch_size} and {settings.num_tokens}.")
+    notice(
+        f"{page} runs several copies of the module at once, so it uses batch_size={b} and num_tokens={T} "
+        f"(b·h·T² ≤ {max_cells:,}) instead of {settings.batch_size} and {settings.num_tokens}."
+    )
     fitted, _ = cfg.reconcile(replace(settings, batch_size=b, num_tokens=T))
     return fitted
 
@@ -392,8 +426,9 @@ def _cells(settings: Settings) -> int:
 def _build_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
     from . import panels
 
-    return panels.build_view(explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge,
-                             presenter=presenter)
+    return panels.build_view(
+        explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge, presenter=presenter
+    )
 
 
 # A view holds its figures: tens of KB at a class's settings, up to a few MB for a heavy run. Heavy views get a
@@ -445,8 +480,9 @@ def show_figure(panel, presenter: bool = False) -> None:
     from . import figures
 
     st.markdown(f"**{panel.title}**")
-    st.plotly_chart(panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure),
-                    key=f"chart_{panel.key}")
+    st.plotly_chart(
+        panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure), key=f"chart_{panel.key}"
+    )
     st.caption(panel.caption)
 
 
@@ -488,14 +524,18 @@ def run_page(main: Callable[[], None]) -> None:
         if isinstance(error, admission.ServerBusyError):
             st.warning(f"{error} Try again in a minute; your settings are kept.", icon=":material/hourglass:")
         elif isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
-            st.error("The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
-                     "or choose the cpu device.")
+            st.error(
+                "The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
+                "or choose the cpu device."
+            )
             _offer_smaller_settings()
         elif isinstance(error, ValueError):
             st.error(f"These settings cannot run: {settings_quote(error)}. Change the setting it names.")
         else:
-            st.error(f"Something went wrong ({type(error).__name__}). Try smaller settings or reload the page; "
-                     "the error was logged.")
+            st.error(
+                f"Something went wrong ({type(error).__name__}). Try smaller settings or reload the page; "
+                "the error was logged."
+            )
 
 
 def _offer_smaller_settings() -> None:

@@ -53,10 +53,15 @@ def time_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure:
     series = {SHORT_NAMES[v]: _positive([s * 1e3 for s in values]) for v, values in seconds.items()}
     spec = report.spec
     return figures.line_chart(
-        report.tokens(), series, log_x=True, log_y=True, presenter=presenter,
+        report.tokens(),
+        series,
+        log_x=True,
+        log_y=True,
+        presenter=presenter,
         title=f"Forward time against sequence length · b={spec.batch_size}, h={spec.num_heads}, "
-              f"head_dim={spec.head_dim} · {spec.device} {spec.dtype}",
-        x_title="num_tokens T", y_title="milliseconds (median)",
+        f"head_dim={spec.head_dim} · {spec.device} {spec.dtype}",
+        x_title="num_tokens T",
+        y_title="milliseconds (median)",
     )
 
 
@@ -65,12 +70,18 @@ def memory_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure
     peaks = report.series("peak_bytes")
     series = {SHORT_NAMES[v]: _positive([b / MIB for b in values]) for v, values in peaks.items()}
     spec = report.spec
-    series[FORMULA_SERIES] = [cost.attention_matrix_bytes(spec.batch_size, spec.num_heads, t, spec.dtype) / MIB
-                              for t in tokens]
+    series[FORMULA_SERIES] = [
+        cost.attention_matrix_bytes(spec.batch_size, spec.num_heads, t, spec.dtype) / MIB for t in tokens
+    ]
     return figures.line_chart(
-        tokens, series, log_x=True, log_y=True, presenter=presenter,
+        tokens,
+        series,
+        log_x=True,
+        log_y=True,
+        presenter=presenter,
         title=f"Peak memory against sequence length · b={spec.batch_size}, h={spec.num_heads} · {spec.device}",
-        x_title="num_tokens T", y_title="MiB at peak",
+        x_title="num_tokens T",
+        y_title="MiB at peak",
     )
 
 
@@ -95,18 +106,29 @@ def trace_rows(report: cost.CostReport) -> list[dict[str, object]]:
         return []
     spec, longest = report.spec, report.tokens()[-1]
     formula = cost.attention_matrix_bytes(spec.batch_size, spec.num_heads, longest, spec.dtype)
-    return [{"step": name, "shape": f"({spec.batch_size}, {spec.num_heads}, {longest}, {longest})",
-             "tensor bytes": measured, "b·h·T²·bytes": formula, "equal": measured == formula}
-            for name, measured in report.trace_bytes.items()]
+    return [
+        {
+            "step": name,
+            "shape": f"({spec.batch_size}, {spec.num_heads}, {longest}, {longest})",
+            "tensor bytes": measured,
+            "b·h·T²·bytes": formula,
+            "equal": measured == formula,
+        }
+        for name, measured in report.trace_bytes.items()
+    ]
 
 
 def memory_method(device: str) -> str:
     if device == "cuda":
-        return ("Memory: `torch.cuda.max_memory_allocated()` during the call, less what was allocated before it "
-                "(every byte the allocator handed out, kernel workspaces included).")
-    return ("Memory on the CPU: torch keeps no allocator statistics there, so every tensor that a torch operation "
-            "returns is counted (its storage's bytes, once) until it is freed, and the peak is shown. Scratch "
-            "memory that one fused kernel allocates and frees inside itself is not seen: SDPA's flash kernel works on "
-            "blocks and never holds a (T, T) matrix, so its curve grows like T. nn.MultiheadAttention does not: "
-            "its boolean attn_mask becomes a float (T, T) mask, so its memory grows ×4 per doubling of T like the "
-            "explicit paths (its fast path also needs an even num_heads). Inputs and weights are not counted.")
+        return (
+            "Memory: `torch.cuda.max_memory_allocated()` during the call, less what was allocated before it "
+            "(every byte the allocator handed out, kernel workspaces included)."
+        )
+    return (
+        "Memory on the CPU: torch keeps no allocator statistics there, so every tensor that a torch operation "
+        "returns is counted (its storage's bytes, once) until it is freed, and the peak is shown. Scratch "
+        "memory that one fused kernel allocates and frees inside itself is not seen: SDPA's flash kernel works on "
+        "blocks and never holds a (T, T) matrix, so its curve grows like T. nn.MultiheadAttention does not: "
+        "its boolean attn_mask becomes a float (T, T) mask, so its memory grows ×4 per doubling of T like the "
+        "explicit paths (its fast path also needs an even num_heads). Inputs and weights are not counted."
+    )

@@ -56,8 +56,15 @@ def weights_zmax(weights: np.ndarray) -> float:
     return float(min(1.0, max(np.quantile(positive, 0.99), 1e-6)))
 
 
-def attention_panels(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool,
-                     mask_buffer: torch.Tensor | None, dropout_shown: bool) -> list[Panel]:
+def attention_panels(
+    trace: Trace,
+    labels: list[str],
+    *,
+    batch_index: int,
+    presenter: bool,
+    mask_buffer: torch.Tensor | None,
+    dropout_shown: bool,
+) -> list[Panel]:
     """Per-head matrices, side by side on one colour scale per kind: scores, masks, weights."""
     b = batch_index
     scores = trace.numpy("attn_scores")[b]  # (h, T, T)
@@ -65,63 +72,146 @@ def attention_panels(trace: Trace, labels: list[str], *, batch_index: int, prese
     names = _head_names(h)
     where = f"batch element {b}"
     panels = [
-        Panel("attn_scores", "Raw scores Q Kᵀ, per head",
-              caption(trace, "attn_scores", "(b, h, T, T)", where),
-              figures.heads_heatmap(scores, labels, labels, title=f"attn_scores = Q Kᵀ · {where}", kind="scores",
-                                    head_names=names, presenter=presenter)),
+        Panel(
+            "attn_scores",
+            "Raw scores Q Kᵀ, per head",
+            caption(trace, "attn_scores", "(b, h, T, T)", where),
+            figures.heads_heatmap(
+                scores,
+                labels,
+                labels,
+                title=f"attn_scores = Q Kᵀ · {where}",
+                kind="scores",
+                head_names=names,
+                presenter=presenter,
+            ),
+        ),
     ]
     if mask_buffer is not None:
         allowed_buffer = masks.from_blocked(mask_buffer).cpu().numpy()  # the book stores 1 = blocked
         n = allowed_buffer.shape[0]
-        panels.append(Panel(
-            "mask_buffer", "The causal mask buffer (context_length × context_length)",
-            f"`mask` buffer · shape (context_length, context_length) = ({n}, {n}) · Listing 3.5, line "
-            f"{init_line('mask_buffer')[0]}: `torch.triu(torch.ones(context_length, context_length), "
-            "diagonal=1)` · drawn as may-attend (the book stores 1 = blocked)",
-            figures.heads_heatmap(allowed_buffer[None], None, None, title="mask buffer (may attend)",
-                                  kind="mask", head_names=["buffer"], presenter=presenter,
-                                  row_title="query position", col_title="key position")))
-    panels.append(Panel(
-        "mask", "The mask as used: the buffer sliced to the tokens",
-        caption(trace, "mask", "(T, T)", "drawn as may attend, the inverse of the book's `mask_bool` "
-                "(True = blocked, filled with −∞)"),
-        figures.heads_heatmap(trace.numpy("mask")[None], labels, labels, title="mask[:T, :T] (may attend)",
-                              kind="mask", head_names=["slice used"], presenter=presenter)))
-    panels.append(Panel(
-        "masked_scores", "Masked scores: −∞ where a key is in the future",
-        caption(trace, "masked_scores", "(b, h, T, T)", where),
-        figures.heads_heatmap(trace.numpy("masked_scores")[b], labels, labels,
-                              title=f"masked_scores · {where}", kind="scores", head_names=names,
-                              presenter=presenter)))
+        panels.append(
+            Panel(
+                "mask_buffer",
+                "The causal mask buffer (context_length × context_length)",
+                f"`mask` buffer · shape (context_length, context_length) = ({n}, {n}) · Listing 3.5, line "
+                f"{init_line('mask_buffer')[0]}: `torch.triu(torch.ones(context_length, context_length), "
+                "diagonal=1)` · drawn as may-attend (the book stores 1 = blocked)",
+                figures.heads_heatmap(
+                    allowed_buffer[None],
+                    None,
+                    None,
+                    title="mask buffer (may attend)",
+                    kind="mask",
+                    head_names=["buffer"],
+                    presenter=presenter,
+                    row_title="query position",
+                    col_title="key position",
+                ),
+            )
+        )
+    panels.append(
+        Panel(
+            "mask",
+            "The mask as used: the buffer sliced to the tokens",
+            caption(
+                trace,
+                "mask",
+                "(T, T)",
+                "drawn as may attend, the inverse of the book's `mask_bool` (True = blocked, filled with −∞)",
+            ),
+            figures.heads_heatmap(
+                trace.numpy("mask")[None],
+                labels,
+                labels,
+                title="mask[:T, :T] (may attend)",
+                kind="mask",
+                head_names=["slice used"],
+                presenter=presenter,
+            ),
+        )
+    )
+    panels.append(
+        Panel(
+            "masked_scores",
+            "Masked scores: −∞ where a key is in the future",
+            caption(trace, "masked_scores", "(b, h, T, T)", where),
+            figures.heads_heatmap(
+                trace.numpy("masked_scores")[b],
+                labels,
+                labels,
+                title=f"masked_scores · {where}",
+                kind="scores",
+                head_names=names,
+                presenter=presenter,
+            ),
+        )
+    )
     weights = trace.numpy("attn_weights")[b]  # (h, T, T)
-    panels.append(Panel(
-        "attn_weights", "Attention weights: softmax of the scaled masked scores",
-        caption(trace, "attn_weights", "(b, h, T, T)", f"{where} · each row sums to 1"),
-        figures.heads_heatmap(weights, labels, labels, title=f"attn_weights · {where}", kind="weights",
-                              head_names=names, zmin=0.0, zmax=weights_zmax(weights), presenter=presenter)))
+    panels.append(
+        Panel(
+            "attn_weights",
+            "Attention weights: softmax of the scaled masked scores",
+            caption(trace, "attn_weights", "(b, h, T, T)", f"{where} · each row sums to 1"),
+            figures.heads_heatmap(
+                weights,
+                labels,
+                labels,
+                title=f"attn_weights · {where}",
+                kind="weights",
+                head_names=names,
+                zmin=0.0,
+                zmax=weights_zmax(weights),
+                presenter=presenter,
+            ),
+        )
+    )
     if dropout_shown:
         dropped = trace.numpy("attn_weights_dropped")[b]
-        panels.append(Panel(
-            "attn_weights_dropped", "Weights after dropout (train mode)",
-            caption(trace, "attn_weights_dropped", "(b, h, T, T)", f"{where} · survivors scaled by 1/(1−p)"),
-            figures.heads_heatmap(dropped, labels, labels, title=f"attn_weights after dropout · {where}",
-                                  kind="weights", head_names=names, zmin=0.0,
-                                  zmax=weights_zmax(dropped), presenter=presenter)))
+        panels.append(
+            Panel(
+                "attn_weights_dropped",
+                "Weights after dropout (train mode)",
+                caption(trace, "attn_weights_dropped", "(b, h, T, T)", f"{where} · survivors scaled by 1/(1−p)"),
+                figures.heads_heatmap(
+                    dropped,
+                    labels,
+                    labels,
+                    title=f"attn_weights after dropout · {where}",
+                    kind="weights",
+                    head_names=names,
+                    zmin=0.0,
+                    zmax=weights_zmax(dropped),
+                    presenter=presenter,
+                ),
+            )
+        )
     return panels
 
 
 def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, head: int, presenter: bool) -> Panel:
     weights = trace.numpy("attn_weights")[batch_index, head : head + 1]  # (1, T, T)
     return Panel(
-        "enlarged_head", f"Head {head}, enlarged",
+        "enlarged_head",
+        f"Head {head}, enlarged",
         caption(trace, "attn_weights", "(b, h, T, T)", f"batch element {batch_index}, head {head}"),
-        figures.heads_heatmap(weights, labels, labels, title=f"attn_weights · head {head}", kind="weights",
-                              head_names=[f"head {head}"], zmin=0.0, zmax=weights_zmax(weights),
-                              presenter=presenter))
+        figures.heads_heatmap(
+            weights,
+            labels,
+            labels,
+            title=f"attn_weights · head {head}",
+            kind="weights",
+            head_names=[f"head {head}"],
+            zmin=0.0,
+            zmax=weights_zmax(weights),
+            presenter=presenter,
+        ),
+    )
 
 
-def reshape_panels(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool,
-                   out_proj_weight: np.ndarray) -> list[Panel]:
+def reshape_panels(
+    trace: Trace, labels: list[str], *, batch_index: int, presenter: bool, out_proj_weight: np.ndarray
+) -> list[Panel]:
     """Q, K, V banded by head, the view and transpose, the context back, out_proj and the output."""
     b = batch_index
     h, T, head_dim = trace.info["queries_heads"].shape[1:]
@@ -129,49 +219,122 @@ def reshape_panels(trace: Trace, labels: list[str], *, batch_index: int, present
     features = [str(c) for c in range(d_out)]
     panels = []
     for step, letter in (("queries", "Q"), ("keys", "K"), ("values", "V")):
-        panels.append(Panel(
-            step, f"{letter} = W_{step[:-1] if step != 'queries' else 'query'}(x), columns banded by head",
-            caption(trace, step, "(b, T, d_out)", f"batch element {b}"),
-            figures.matrix_heatmap(trace.numpy(step)[b], labels, features, title=f"{step} ({letter}) · batch {b}",
-                                   column_groups=h, presenter=presenter)))
+        panels.append(
+            Panel(
+                step,
+                f"{letter} = W_{step[:-1] if step != 'queries' else 'query'}(x), columns banded by head",
+                caption(trace, step, "(b, T, d_out)", f"batch element {b}"),
+                figures.matrix_heatmap(
+                    trace.numpy(step)[b],
+                    labels,
+                    features,
+                    title=f"{step} ({letter}) · batch {b}",
+                    column_groups=h,
+                    presenter=presenter,
+                ),
+            )
+        )
     queries = trace.numpy("queries")[b]  # (T, d_out)
-    for stage, step, axes in (("flat", "queries", "(b, T, d_out)"), ("view", "queries_split", "(b, T, h, head_dim)"),
-                              ("transpose", "queries_heads", "(b, h, T, head_dim)")):
-        panels.append(Panel(
-            f"reshape_{stage}", f"Q {stage}: which numbers move where",
-            caption(trace, step, axes, f"batch element {b}"),
-            figures.reshape_figure(T, h, head_dim, token_labels=labels, stage=stage, values=queries,
-                                   title=f"{step} {axes}", presenter=presenter)))
+    for stage, step, axes in (
+        ("flat", "queries", "(b, T, d_out)"),
+        ("view", "queries_split", "(b, T, h, head_dim)"),
+        ("transpose", "queries_heads", "(b, h, T, head_dim)"),
+    ):
+        panels.append(
+            Panel(
+                f"reshape_{stage}",
+                f"Q {stage}: which numbers move where",
+                caption(trace, step, axes, f"batch element {b}"),
+                figures.reshape_figure(
+                    T,
+                    h,
+                    head_dim,
+                    token_labels=labels,
+                    stage=stage,
+                    values=queries,
+                    title=f"{step} {axes}",
+                    presenter=presenter,
+                ),
+            )
+        )
     dim_labels = [str(d) for d in range(head_dim)]
-    panels.append(Panel(
-        "context_heads", "Per-head context: weights @ values",
-        caption(trace, "context_heads", "(b, h, T, head_dim)", f"batch element {b}"),
-        figures.heads_heatmap(trace.numpy("context_heads")[b], labels, dim_labels,
-                              title=f"context per head · batch {b}", kind="values", head_names=_head_names(h),
-                              presenter=presenter, col_title="dim")))
-    panels.append(Panel(
-        "context_transposed", "Transpose back: tokens in front of heads",
-        caption(trace, "context_transposed", "(b, T, h, head_dim)", "the same numbers, heads now inside each row"),
-        figures.reshape_figure(T, h, head_dim, token_labels=labels, stage="view",
-                               values=trace.numpy("context")[b], title="context_transposed (b, T, h, head_dim)",
-                               presenter=presenter)))
-    panels.append(Panel(
-        "context", "Heads concatenated (before out_proj)",
-        caption(trace, "context", "(b, T, d_out)", "contiguous().view joins the heads side by side"),
-        figures.matrix_heatmap(trace.numpy("context")[b], labels, features, title=f"context · batch {b}",
-                               column_groups=h, presenter=presenter)))
-    panels.append(Panel(
-        "out_proj", "out_proj weights",
-        f"`out_proj.weight` · shape (d_out, d_out) = ({d_out}, {d_out}) · Listing 3.5, line "
-        f"{init_line('out_proj')[0]}: `{init_line('out_proj')[1]}` (applied on line {listing_line('output')[0]}) "
-        "· output = context @ Wᵀ + bias",
-        figures.matrix_heatmap(out_proj_weight, features, features, title="out_proj.weight",
-                               presenter=presenter, row_title="output feature", col_title="context feature")))
-    panels.append(Panel(
-        "output", "Final output",
-        caption(trace, "output", "(b, T, d_out)", f"batch element {b}"),
-        figures.matrix_heatmap(trace.numpy("output")[b], labels, features, title=f"output · batch {b}",
-                               presenter=presenter)))
+    panels.append(
+        Panel(
+            "context_heads",
+            "Per-head context: weights @ values",
+            caption(trace, "context_heads", "(b, h, T, head_dim)", f"batch element {b}"),
+            figures.heads_heatmap(
+                trace.numpy("context_heads")[b],
+                labels,
+                dim_labels,
+                title=f"context per head · batch {b}",
+                kind="values",
+                head_names=_head_names(h),
+                presenter=presenter,
+                col_title="dim",
+            ),
+        )
+    )
+    panels.append(
+        Panel(
+            "context_transposed",
+            "Transpose back: tokens in front of heads",
+            caption(trace, "context_transposed", "(b, T, h, head_dim)", "the same numbers, heads now inside each row"),
+            figures.reshape_figure(
+                T,
+                h,
+                head_dim,
+                token_labels=labels,
+                stage="view",
+                values=trace.numpy("context")[b],
+                title="context_transposed (b, T, h, head_dim)",
+                presenter=presenter,
+            ),
+        )
+    )
+    panels.append(
+        Panel(
+            "context",
+            "Heads concatenated (before out_proj)",
+            caption(trace, "context", "(b, T, d_out)", "contiguous().view joins the heads side by side"),
+            figures.matrix_heatmap(
+                trace.numpy("context")[b],
+                labels,
+                features,
+                title=f"context · batch {b}",
+                column_groups=h,
+                presenter=presenter,
+            ),
+        )
+    )
+    panels.append(
+        Panel(
+            "out_proj",
+            "out_proj weights",
+            f"`out_proj.weight` · shape (d_out, d_out) = ({d_out}, {d_out}) · Listing 3.5, line "
+            f"{init_line('out_proj')[0]}: `{init_line('out_proj')[1]}` (applied on line {listing_line('output')[0]}) "
+            "· output = context @ Wᵀ + bias",
+            figures.matrix_heatmap(
+                out_proj_weight,
+                features,
+                features,
+                title="out_proj.weight",
+                presenter=presenter,
+                row_title="output feature",
+                col_title="context feature",
+            ),
+        )
+    )
+    panels.append(
+        Panel(
+            "output",
+            "Final output",
+            caption(trace, "output", "(b, T, d_out)", f"batch element {b}"),
+            figures.matrix_heatmap(
+                trace.numpy("output")[b], labels, features, title=f"output · batch {b}", presenter=presenter
+            ),
+        )
+    )
     return panels
 
 
@@ -235,18 +398,26 @@ class ExplorerView:
 PRINT_LIMIT = 64 * 16  # T × d_out cells shown as numbers
 
 
-def build_view(run: ExplorerRun, *, section: str, batch_index: int, enlarge: int | None,
-               presenter: bool) -> ExplorerView:
+def build_view(
+    run: ExplorerRun, *, section: str, batch_index: int, enlarge: int | None, presenter: bool
+) -> ExplorerView:
     """Compose the open section's panels (and the enlarged head) from one run; nothing is recomputed."""
     if section not in SECTIONS:
         raise ValueError(f"section must be one of {', '.join(SECTIONS)}, got {section!r}")
     trace, labels = run.trace, run.labels
     if section == "attention":
-        shown = attention_panels(trace, labels, batch_index=batch_index, presenter=presenter,
-                                 mask_buffer=run.mask_buffer, dropout_shown=run.dropout_shown)
+        shown = attention_panels(
+            trace,
+            labels,
+            batch_index=batch_index,
+            presenter=presenter,
+            mask_buffer=run.mask_buffer,
+            dropout_shown=run.dropout_shown,
+        )
     elif section == "reshapes":
-        shown = reshape_panels(trace, labels, batch_index=batch_index, presenter=presenter,
-                               out_proj_weight=run.out_proj_weight)
+        shown = reshape_panels(
+            trace, labels, batch_index=batch_index, presenter=presenter, out_proj_weight=run.out_proj_weight
+        )
     else:
         shown = []
     enlarged = None

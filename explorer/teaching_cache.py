@@ -53,8 +53,9 @@ def show_panel(panel, presenter: bool) -> None:
         return
     from . import figures
 
-    st.plotly_chart(panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure),
-                    key=f"chart_{panel.key}")
+    st.plotly_chart(
+        panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure), key=f"chart_{panel.key}"
+    )
 
 
 # --- caches ----------------------------------------------------------------------------------------------------------
@@ -68,8 +69,15 @@ def _module_and_input(settings: Settings):
 
 def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> views.StepView:
     run = controls.explorer_run(settings)
-    return views.build_step_view(run.trace, run.labels, number, batch_index=batch_index, presenter=presenter,
-                                 dropout_active=run.dropout_shown, train=settings.train)
+    return views.build_step_view(
+        run.trace,
+        run.labels,
+        number,
+        batch_index=batch_index,
+        presenter=presenter,
+        dropout_active=run.dropout_shown,
+        train=settings.train,
+    )
 
 
 @st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
@@ -130,29 +138,49 @@ def references(settings: Settings) -> dict[str, ReferenceReport]:
     """compare_with_torch for the settings' module in each dtype of ``reference_dtypes``, on the chosen device."""
     x, _ = runs.build_input(settings.input_spec())
     spec = settings.module_spec()
-    return {name: teaching.compare_on_device(replace(spec, device=device, dtype=dtype), x)
-            for name, device, dtype in reference_dtypes(settings)}
+    return {
+        name: teaching.compare_on_device(replace(spec, device=device, dtype=dtype), x)
+        for name, device, dtype in reference_dtypes(settings)
+    }
 
 
 @st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
 def _cross_run(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams):
     """Cross-attention with QKVMultiHeadAttention (hidden_dim = d_out, the settings' heads) under one mask."""
-    query, source, q_labels, k_labels = teaching.cross_inputs(settings.batch_size, tgt_len, src_len, settings.d_out,
-                                                              settings.seed)
+    query, source, q_labels, k_labels = teaching.cross_inputs(
+        settings.batch_size, tgt_len, src_len, settings.d_out, settings.seed
+    )
     mask = teaching.make_mask(params, settings.batch_size, tgt_len, src_len)
-    run = teaching.run_cross(settings.d_out, settings.num_heads, bias=settings.qkv_bias, seed=settings.seed,
-                             device=settings.device, dtype=settings.dtype, query=query, source=source, mask=mask)
+    run = teaching.run_cross(
+        settings.d_out,
+        settings.num_heads,
+        bias=settings.qkv_bias,
+        seed=settings.seed,
+        device=settings.device,
+        dtype=settings.dtype,
+        query=query,
+        source=source,
+        mask=mask,
+    )
     return run, mask, q_labels, k_labels
 
 
 @controls.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
-def masks_view(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams, batch_index: int,
-               implementation: str, presenter: bool) -> views.MasksView:
+def masks_view(
+    settings: Settings,
+    tgt_len: int,
+    src_len: int,
+    params: teaching.MaskParams,
+    batch_index: int,
+    implementation: str,
+    presenter: bool,
+) -> views.MasksView:
     """The mask, weights and output of one batch element; the run behind them is shared by every presentation."""
     run, mask, q_labels, k_labels = _cross_run(settings, tgt_len, src_len, params)
-    return views.build_masks_view(run, mask, q_labels, k_labels, batch_index=batch_index,
-                                  implementation=implementation, presenter=presenter)
+    return views.build_masks_view(
+        run, mask, q_labels, k_labels, batch_index=batch_index, implementation=implementation, presenter=presenter
+    )
 
 
 @st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
@@ -202,8 +230,13 @@ def token_view(settings: Settings, token: int, batch_index: int, presenter: bool
     """One query token followed through every head, from the explorer's computed run (shared with its pages)."""
     from .token_view import build_token_view
 
-    return build_token_view(controls.explorer_run(settings), token=token, batch_index=batch_index, presenter=presenter,
-                            book_example=settings.is_book_example())
+    return build_token_view(
+        controls.explorer_run(settings),
+        token=token,
+        batch_index=batch_index,
+        presenter=presenter,
+        book_example=settings.is_book_example(),
+    )
 
 
 @controls.gated

@@ -69,10 +69,22 @@ def best_marked_head(result: TrainResult) -> tuple[int, int, float]:
 
 def curve_figures(steps, loss, accuracy, *, total: int, presenter: bool = False) -> tuple[go.Figure, go.Figure]:
     """Training-batch loss and accuracy against the step, x fixed to [0, total] so a live chart does not jump."""
-    loss_fig = figures.line_chart(steps, {"loss": loss}, title="Training loss (cross-entropy, training batch)",
-                                  x_title="step", y_title="loss", presenter=presenter)
-    accuracy_fig = figures.line_chart(steps, {"accuracy": accuracy}, title="Training accuracy (training batch)",
-                                      x_title="step", y_title="accuracy", presenter=presenter)
+    loss_fig = figures.line_chart(
+        steps,
+        {"loss": loss},
+        title="Training loss (cross-entropy, training batch)",
+        x_title="step",
+        y_title="loss",
+        presenter=presenter,
+    )
+    accuracy_fig = figures.line_chart(
+        steps,
+        {"accuracy": accuracy},
+        title="Training accuracy (training batch)",
+        x_title="step",
+        y_title="accuracy",
+        presenter=presenter,
+    )
     for fig in (loss_fig, accuracy_fig):
         fig.update_xaxes(range=[0, total * 1.02])
         fig.update_layout(height=round(300 * (1.25 if presenter else 1.0)), showlegend=False)
@@ -89,13 +101,22 @@ def _mark_expected_keys(fig: go.Figure, inspection: Inspection) -> None:
     hover = [f"query {t} “{labels[t]}” should attend to key {s} “{labels[s]}”" for t, s in zip(rows, cols, strict=True)]
     panels = [trace for trace in fig.data if isinstance(trace.meta, dict) and trace.meta.get("role") == "values"]
     for k, panel in enumerate(panels):
-        fig.add_trace(go.Scatter(
-            x=cols.tolist(), y=rows.tolist(), mode="markers", name="expected key", legendgroup="expected",
-            showlegend=k == 0, xaxis=panel.xaxis, yaxis=panel.yaxis,
-            marker={"symbol": "square-open", "size": 15, "color": EXPECTED_COLOR, "line": {"width": 3}},
-            text=[html.escape(line) for line in hover], hovertemplate="%{text}<extra></extra>",
-            meta={"role": "expected", "head": panel.meta["head"]},
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=cols.tolist(),
+                y=rows.tolist(),
+                mode="markers",
+                name="expected key",
+                legendgroup="expected",
+                showlegend=k == 0,
+                xaxis=panel.xaxis,
+                yaxis=panel.yaxis,
+                marker={"symbol": "square-open", "size": 15, "color": EXPECTED_COLOR, "line": {"width": 3}},
+                text=[html.escape(line) for line in hover],
+                hovertemplate="%{text}<extra></extra>",
+                meta={"role": "expected", "head": panel.meta["head"]},
+            )
+        )
 
 
 def head_panels(result: TrainResult, inspection: Inspection, *, presenter: bool = False) -> list[Panel]:
@@ -107,14 +128,25 @@ def head_panels(result: TrainResult, inspection: Inspection, *, presenter: bool 
     for layer, weights in enumerate(inspection.weights):  # weights: (h, T, T)
         scores = result.head_scores[layer]  # (h,)
         names = [f"head {k} · {score:.2f}" if layer in marked else f"head {k}" for k, score in enumerate(scores)]
-        fig = figures.heads_heatmap(weights, labels, labels, title=f"Layer {layer}: attention weights, head by head",
-                                    kind="weights", head_names=names, presenter=presenter)
-        caption = (f"`attn_weights` of layer {layer} · shape (h, T, T) = {shape_text(weights.shape)} · "
-                   "one held-out sequence · each row sums to 1")
+        fig = figures.heads_heatmap(
+            weights,
+            labels,
+            labels,
+            title=f"Layer {layer}: attention weights, head by head",
+            kind="weights",
+            head_names=names,
+            presenter=presenter,
+        )
+        caption = (
+            f"`attn_weights` of layer {layer} · shape (h, T, T) = {shape_text(weights.shape)} · "
+            "one held-out sequence · each row sums to 1"
+        )
         if layer in marked:
             _mark_expected_keys(fig, inspection)
-            caption += (f" · the number after each head is its {what}, over {HELDOUT_SIZE} held-out sequences · "
-                        "orange squares: the key each scored query should attend to")
+            caption += (
+                f" · the number after each head is its {what}, over {HELDOUT_SIZE} held-out sequences · "
+                "orange squares: the key each scored query should attend to"
+            )
         note = LAYER_NOTES.get((result.config.task, layer))
         if note and result.config.num_layers > 1:
             caption += f" · {note}"
@@ -128,12 +160,20 @@ def score_panel(result: TrainResult, *, presenter: bool = False) -> Panel:
     names = [f"L{layer} h{head}" if layers > 1 else f"head {head}" for layer in range(layers) for head in range(heads)]
     colors = [figures.head_colors(layers)[layer] for layer in range(layers) for _ in range(heads)]
     what = score_name(result.config.task)
-    fig = figures.bar_chart(names, result.head_scores.reshape(-1).tolist(), title=f"Head scores: {what}",
-                            y_title="score", colors=colors, presenter=presenter)
+    fig = figures.bar_chart(
+        names,
+        result.head_scores.reshape(-1).tolist(),
+        title=f"Head scores: {what}",
+        y_title="score",
+        colors=colors,
+        presenter=presenter,
+    )
     fig.update_yaxes(range=[0, 1.1])
-    caption = (f"`head_scores` · shape (L, h) = {shape_text(result.head_scores.shape)} · for each head, the "
-               f"{what} (the key the task needs), averaged over the scored queries of {HELDOUT_SIZE} "
-               f"held-out sequences · 1 = all weight on it; uniform attention over t + 1 keys gives 1/(t + 1)")
+    caption = (
+        f"`head_scores` · shape (L, h) = {shape_text(result.head_scores.shape)} · for each head, the "
+        f"{what} (the key the task needs), averaged over the scored queries of {HELDOUT_SIZE} "
+        f"held-out sequences · 1 = all weight on it; uniform attention over t + 1 keys gives 1/(t + 1)"
+    )
     return Panel("trained_scores", "Which heads learned the pattern", caption, fig)
 
 
@@ -157,18 +197,24 @@ def example_table(result: TrainResult, inspection: Inspection) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=[str(t) for t in range(len(inspection.labels))])
 
 
-def build_trained_view(result: TrainResult, inspection: Inspection | None = None, *,
-                       presenter: bool = False) -> TrainedView:
+def build_trained_view(
+    result: TrainResult, inspection: Inspection | None = None, *, presenter: bool = False
+) -> TrainedView:
     """Compose every panel from one inspection of the trained model on its held-out example (made here if not given)."""
     inspection = result.inspect() if inspection is None else inspection
     history = result.history
-    loss_fig, accuracy_fig = curve_figures(history.steps, history.loss, history.accuracy,
-                                           total=result.config.steps, presenter=presenter)
+    loss_fig, accuracy_fig = curve_figures(
+        history.steps, history.loss, history.accuracy, total=result.config.steps, presenter=presenter
+    )
     steps_note = f"{result.steps_run} of {result.config.steps} steps, batch {result.config.batch_size}"
     curves = [
         Panel("trained_loss", "Loss", f"`loss` on each training batch · {steps_note}", loss_fig),
-        Panel("trained_accuracy", "Accuracy", f"accuracy on the scored positions of each training batch · "
-                                              f"{steps_note}", accuracy_fig),
+        Panel(
+            "trained_accuracy",
+            "Accuracy",
+            f"accuracy on the scored positions of each training batch · {steps_note}",
+            accuracy_fig,
+        ),
     ]
     scored = inspection.scored
     correct = int((inspection.predictions[scored] == inspection.targets[scored]).sum())

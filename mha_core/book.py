@@ -75,8 +75,12 @@ def from_wrapper(wrapper: MultiHeadAttentionWrapper, context_length: int) -> Mul
 
 # Listing 3.5's printed output for each batch row (section 3.6.2), as the book prints it.
 PRINTED_OUTPUT = (
-    (0.3190, 0.4858), (0.2943, 0.3897), (0.2856, 0.3593),
-    (0.2693, 0.3873), (0.2639, 0.3928), (0.2575, 0.4028),
+    (0.3190, 0.4858),
+    (0.2943, 0.3897),
+    (0.2856, 0.3593),
+    (0.2693, 0.3873),
+    (0.2639, 0.3928),
+    (0.2575, 0.4028),
 )
 
 

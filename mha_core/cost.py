@@ -63,8 +63,11 @@ def attention_matrix_bytes(batch: int, heads: int, tokens: int, dtype: torch.dty
 
 def trace_matrix_bytes(trace: Trace) -> dict[str, int]:
     """Bytes of each (b, h, T, T) step the trace holds, as the tensors report them (numel · element size)."""
-    return {name: trace.steps[name].numel() * trace.steps[name].element_size()
-            for name in ATTENTION_STEPS if name in trace.steps}
+    return {
+        name: trace.steps[name].numel() * trace.steps[name].element_size()
+        for name in ATTENTION_STEPS
+        if name in trace.steps
+    }
 
 
 def token_counts(max_tokens: int, min_tokens: int = 64) -> list[int]:
@@ -228,8 +231,12 @@ def variant_calls(module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
     }
 
 
-def measure(spec: CostSpec, variants: Sequence[str] = tuple(VARIANTS),
-            progress: Callable[[float, str], None] | None = None, wait_s: float = 120.0) -> CostReport:
+def measure(
+    spec: CostSpec,
+    variants: Sequence[str] = tuple(VARIANTS),
+    progress: Callable[[float, str], None] | None = None,
+    wait_s: float = 120.0,
+) -> CostReport:
     """Time and peak memory of each variant at each sequence length in token_counts(spec.max_tokens).
 
     Lengths run from short to long. Before each one, its time is predicted from the last (×4: T² work); lengths
@@ -245,9 +252,17 @@ def measure(spec: CostSpec, variants: Sequence[str] = tuple(VARIANTS),
         raise TimeoutError("another measurement is running; try again in a minute")
     try:
         begin = time.perf_counter()
-        module = runs.build_module(runs.ModuleSpec(d_in=spec.d_model, d_out=spec.d_model, context_length=tokens[-1],
-                                                   num_heads=spec.num_heads, seed=spec.seed,
-                                                   device=spec.device, dtype=spec.dtype))
+        module = runs.build_module(
+            runs.ModuleSpec(
+                d_in=spec.d_model,
+                d_out=spec.d_model,
+                context_length=tokens[-1],
+                num_heads=spec.num_heads,
+                seed=spec.seed,
+                device=spec.device,
+                dtype=spec.dtype,
+            )
+        )
         generator = torch.Generator().manual_seed(spec.seed)
         points: list[CostPoint] = []
         skipped: list[int] = []

@@ -6,7 +6,7 @@ with the line of each step highlighted. Line numbers are 1-based.
 
 from __future__ import annotations
 
-LISTING_3_5 = '''class MultiHeadAttention(nn.Module):
+LISTING_3_5 = """class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out,
                  context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
@@ -59,7 +59,7 @@ LISTING_3_5 = '''class MultiHeadAttention(nn.Module):
         )
         context_vec = self.out_proj(context_vec)
         return context_vec
-'''
+"""
 
 LISTING_LINES = LISTING_3_5.splitlines()
 

@@ -37,8 +37,14 @@ def to_torch_mha(module: MultiHeadAttention) -> nn.MultiheadAttention:
     d_in, d_out = module.d_in, module.d_out
     weight = module.W_query.weight
     mha = nn.MultiheadAttention(
-        d_out, module.num_heads, bias=True, batch_first=True, kdim=d_in, vdim=d_in,
-        device=weight.device, dtype=weight.dtype,
+        d_out,
+        module.num_heads,
+        bias=True,
+        batch_first=True,
+        kdim=d_in,
+        vdim=d_in,
+        device=weight.device,
+        dtype=weight.dtype,
     )
     zeros = torch.zeros(d_out, device=weight.device, dtype=weight.dtype)
 
@@ -107,8 +113,9 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def compare_with_torch(module: MultiHeadAttention, x: torch.Tensor, baseline_device: str | None = None
-                       ) -> ReferenceReport:
+def compare_with_torch(
+    module: MultiHeadAttention, x: torch.Tensor, baseline_device: str | None = None
+) -> ReferenceReport:
     """Run the module, nn.MultiheadAttention and SDPA on x (module's device and dtype) and diff them.
 
     The float64 baseline runs on x's device, or on ``baseline_device`` (cpu, say, on mps, which has no float64).

@@ -132,8 +132,15 @@ def position_inputs(num_tokens: int, batch_size: int = 1) -> torch.Tensor:
     return torch.eye(num_tokens).unsqueeze(0).repeat(batch_size, 1, 1)
 
 
-def positional_module(pattern: str, num_tokens: int, num_heads: int, strength: float = PRESET_STRENGTH, *,
-                      device: str = "cpu", dtype: str = "float32") -> MultiHeadAttention:
+def positional_module(
+    pattern: str,
+    num_tokens: int,
+    num_heads: int,
+    strength: float = PRESET_STRENGTH,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> MultiHeadAttention:
     """A MultiHeadAttention whose every head attends by position, for one-hot position inputs.
 
     d_in = head_dim = T and d_out = num_heads·T. Per head: W_key = I, so key j is e_j; W_query sends e_t to
@@ -190,8 +197,16 @@ MASK_KINDS = ("none", "causal", "padding", "sliding window", "random", "custom")
 MAX_CROSS_TOKENS = 32  # query and key lengths: a custom mask is edited cell by cell, one bit per key
 
 
-def build_qkv_module(hidden_dim: int, n_heads: int, *, implementation: str = "explicit", bias: bool = True,
-                     seed: int = 0, device: str = "cpu", dtype: str = "float32") -> QKVMultiHeadAttention:
+def build_qkv_module(
+    hidden_dim: int,
+    n_heads: int,
+    *,
+    implementation: str = "explicit",
+    bias: bool = True,
+    seed: int = 0,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> QKVMultiHeadAttention:
     """A seeded eval-mode QKVMultiHeadAttention; both implementations get the same weights for the same seed."""
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
@@ -274,13 +289,24 @@ class CrossRun:
     max_diff_explicit_fused: float
 
 
-def run_cross(hidden_dim: int, n_heads: int, *, bias: bool, seed: int, device: str, dtype: str,
-              query: torch.Tensor, source: torch.Tensor, mask: torch.Tensor | None) -> CrossRun:
+def run_cross(
+    hidden_dim: int,
+    n_heads: int,
+    *,
+    bias: bool,
+    seed: int,
+    device: str,
+    dtype: str,
+    query: torch.Tensor,
+    source: torch.Tensor,
+    mask: torch.Tensor | None,
+) -> CrossRun:
     """Run the explicit and the fused module (same weights) on the same query, source and mask."""
     runs = {}
     for implementation in IMPLEMENTATIONS:
-        module = build_qkv_module(hidden_dim, n_heads, implementation=implementation, bias=bias, seed=seed,
-                                  device=device, dtype=dtype)
+        module = build_qkv_module(
+            hidden_dim, n_heads, implementation=implementation, bias=bias, seed=seed, device=device, dtype=dtype
+        )
         weight = module.query_project.weight
         q, s = (t.to(device=weight.device, dtype=weight.dtype) for t in (query, source))
         runs[implementation] = trace_forward(module, q, s, s, mask)

@@ -37,7 +37,6 @@ def main() -> None:
     controls.sync_url(sidebar_settings, batch=batch_index, part=part)
 
 
-
 PARTS = {
     "heads": "h separate heads = one batched module, up to the concatenation",
     "references": "Against torch's own attention",
@@ -75,7 +74,6 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
     panels = heads_view.panels if not presenter else heads_view.panels[-1:]
     for panel in panels:
         teaching_cache.show_panel(panel, presenter)
-
 
 
 def references_part(settings, presenter: bool) -> None:

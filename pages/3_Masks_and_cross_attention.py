@@ -59,9 +59,7 @@ def main() -> None:
             seed_int("masks_window", "window", 2, 1, src_len)
             seed_choice("masks_side", "window_side", "causal", ("causal", "both"))
             w1, w2 = st.columns(2)
-            window = controls.range_slider_or_fixed(
-                w1, "window: |i − j| < window", 1, src_len, key="masks_window"
-            )
+            window = controls.range_slider_or_fixed(w1, "window: |i − j| < window", 1, src_len, key="masks_window")
             side = w2.radio(
                 "which side",
                 ("causal", "both"),

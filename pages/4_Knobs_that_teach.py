@@ -45,15 +45,25 @@ def main() -> None:
 
     # Only the open knob runs and is sent; the others keep their values in session state and the URL.
     with tabs[knob]:
-        {"temperature": temperature_knob, "dropout": dropout_knob, "presets": preset_knob}[knob](settings, show,
-                                                                                             presenter)
+        {"temperature": temperature_knob, "dropout": dropout_knob, "presets": preset_knob}[knob](
+            settings, show, presenter
+        )
     state = st.session_state
-    controls.sync_url(sidebar_settings, knob=knob, scale=state.knobs_scale, drop=int(state.knobs_drop),
-                      draw=int(state.knobs_draw), preset=state.knobs_preset)
+    controls.sync_url(
+        sidebar_settings,
+        knob=knob,
+        scale=state.knobs_scale,
+        drop=int(state.knobs_drop),
+        draw=int(state.knobs_draw),
+        preset=state.knobs_preset,
+    )
 
 
-KNOBS = {"temperature": "1. Softmax scale (temperature)", "dropout": "2. Dropout in train mode",
-         "presets": "3. Hand-made weights"}
+KNOBS = {
+    "temperature": "1. Softmax scale (temperature)",
+    "dropout": "2. Dropout in train mode",
+    "presets": "3. Hand-made weights",
+}
 
 
 def temperature_knob(settings, show, presenter: bool) -> None:
@@ -83,7 +93,6 @@ def temperature_knob(settings, show, presenter: bool) -> None:
     show(temperature.panels)
 
 
-
 def dropout_knob(settings, show, presenter: bool) -> None:
     d1, d2 = st.columns([3, 1])
     percent = int(d1.slider("dropout p (%)", 5, 90, step=5, key="knobs_drop"))
@@ -104,7 +113,6 @@ def dropout_knob(settings, show, presenter: bool) -> None:
     k2.metric("survivors scaled by", f"×{dropout.scale:.4g}")
     k3.metric("rescale error", f"{dropout.max_rescale_error:.1e}", help="max |after − before × 1/(1−p)| on kept cells")
     show(dropout.panels, pairs_from=3)
-
 
 
 def preset_knob(settings, show, presenter: bool) -> None:

@@ -32,20 +32,34 @@ def main() -> None:
     if "cost_max_tokens" not in state:
         state.cost_max_tokens = max_tokens_from_url()
     st.sidebar.header("Cost")
-    chosen = st.sidebar.select_slider("longest sequence to measure", options=TOKEN_CHOICES, key="cost_max_tokens",
-                                      help="Lengths double from 64 up to this one.")
+    chosen = st.sidebar.select_slider(
+        "longest sequence to measure",
+        options=TOKEN_CHOICES,
+        key="cost_max_tokens",
+        help="Lengths double from 64 up to this one.",
+    )
 
     st.title("Cost: time and memory against sequence length")
     controls.show_notices()
     longest = admission.cost_max_tokens(settings.batch_size, settings.num_heads, chosen, cost.TOKEN_STEPS)
     if longest < chosen:
-        st.warning(f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens is over the "
-                   f"measurement's memory budget of {admission.COST_MAX_CELLS:,} attention cells; measuring up to "
-                   f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
-                   icon="⚠️")
-    spec = cost.CostSpec(num_heads=settings.num_heads, head_dim=settings.head_dim, batch_size=settings.batch_size,
-                         device=settings.device, dtype=settings.dtype, seed=settings.seed, max_tokens=longest,
-                         min_tokens=cost_view.MIN_TOKENS, time_budget_s=TIME_BUDGET_S)
+        st.warning(
+            f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens is over the "
+            f"measurement's memory budget of {admission.COST_MAX_CELLS:,} attention cells; measuring up to "
+            f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
+            icon="⚠️",
+        )
+    spec = cost.CostSpec(
+        num_heads=settings.num_heads,
+        head_dim=settings.head_dim,
+        batch_size=settings.batch_size,
+        device=settings.device,
+        dtype=settings.dtype,
+        seed=settings.seed,
+        max_tokens=longest,
+        min_tokens=cost_view.MIN_TOKENS,
+        time_budget_s=TIME_BUDGET_S,
+    )
     tokens = cost.token_counts(spec.max_tokens, spec.min_tokens)
     if not presenter:
         st.markdown(
@@ -84,27 +98,46 @@ def main() -> None:
 
 def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -> None:
     if report.spec != spec:
-        st.info("These numbers were measured with other settings (see the figure titles); press Measure again "
-                "for the current ones.")
+        st.info(
+            "These numbers were measured with other settings (see the figure titles); press Measure again "
+            "for the current ones."
+        )
     if report.skipped:
-        st.warning(f"Skipped T = {', '.join(str(t) for t in report.skipped)} to stay within "
-                   f"{report.spec.time_budget_s:.0f} s.", icon="⏱️")
+        st.warning(
+            f"Skipped T = {', '.join(str(t) for t in report.skipped)} to stay within "
+            f"{report.spec.time_budget_s:.0f} s.",
+            icon="⏱️",
+        )
     shape = f"(b, h, T, T) = ({report.spec.batch_size}, {report.spec.num_heads}, T, T)"
-    controls.show_figure(Panel("cost_memory", "Peak memory: the explicit paths grow like T²",
-                               f"Attention matrices {shape}; log-log axes, so T² is a straight line of slope 2. "
-                               + cost_view.memory_method(report.spec.device),
-                               cost_view.memory_figure(report, presenter)), presenter)
-    controls.show_figure(Panel("cost_time", "Forward time",
-                               f"Median of {report.spec.repeats} calls after a warm-up, {shape}. Times on a shared "
-                               "server vary with what other visitors run.",
-                               cost_view.time_figure(report, presenter)), presenter)
+    controls.show_figure(
+        Panel(
+            "cost_memory",
+            "Peak memory: the explicit paths grow like T²",
+            f"Attention matrices {shape}; log-log axes, so T² is a straight line of slope 2. "
+            + cost_view.memory_method(report.spec.device),
+            cost_view.memory_figure(report, presenter),
+        ),
+        presenter,
+    )
+    controls.show_figure(
+        Panel(
+            "cost_time",
+            "Forward time",
+            f"Median of {report.spec.repeats} calls after a warm-up, {shape}. Times on a shared "
+            "server vary with what other visitors run.",
+            cost_view.time_figure(report, presenter),
+        ),
+        presenter,
+    )
     st.subheader("Measured beside the formula")
     st.dataframe(cost_view.table_rows(report), hide_index=True, width="stretch", key="cost_table")
     trace_rows = cost_view.trace_rows(report)
     if trace_rows:
         same = all(row["equal"] for row in trace_rows)
-        st.markdown(f"The trace's own (b, h, T, T) tensors at T = {report.tokens()[-1]}: their bytes "
-                    f"{'equal' if same else 'differ from'} the formula b·h·T²·bytes.")
+        st.markdown(
+            f"The trace's own (b, h, T, T) tensors at T = {report.tokens()[-1]}: their bytes "
+            f"{'equal' if same else 'differ from'} the formula b·h·T²·bytes."
+        )
         st.dataframe(trace_rows, hide_index=True, width="content", key="cost_trace")
     st.caption(f"Measured in {report.seconds:.1f} s on {report.spec.device}, {report.spec.dtype}.")
 

@@ -39,7 +39,6 @@ def head_matrices(figure: dict, role: str = "values") -> list[np.ndarray]:
 def texts(at: AppTest) -> str:
     """All text a user can read on the page (markdown, captions, notices, code), joined."""
     parts = []
-    for kind in ("markdown", "caption", "warning", "error", "success", "info", "code", "title", "header",
-                 "subheader"):
+    for kind in ("markdown", "caption", "warning", "error", "success", "info", "code", "title", "header", "subheader"):
         parts += [str(element.value) for element in getattr(at, kind)]
     return "\n".join(parts)

@@ -135,9 +135,20 @@ def test_widgets_rerun_the_module_and_the_url_follows():
 
 
 def test_url_round_trip_reopens_the_same_view():
-    wanted = parse_query({"num_heads": "3", "d_out": "12", "num_tokens": "7", "input": "text",
-                          "text": "the cat sat on the mat .", "seed": "9", "dropout": "0.2", "train": "true",
-                          "batch_size": "3", "qkv_bias": "true"})[0]
+    wanted = parse_query(
+        {
+            "num_heads": "3",
+            "d_out": "12",
+            "num_tokens": "7",
+            "input": "text",
+            "text": "the cat sat on the mat .",
+            "seed": "9",
+            "dropout": "0.2",
+            "train": "true",
+            "batch_size": "3",
+            "qkv_bias": "true",
+        }
+    )[0]
     at = run_page(APP, **to_query(wanted))
     assert not at.exception
     assert at.session_state.settings == wanted
@@ -147,8 +158,9 @@ def test_url_round_trip_reopens_the_same_view():
     assert "attn_weights_dropped" in figures  # dropout > 0 in train mode shows the dropped weights
     trace, labels = module_trace(wanted)
     assert labels[:3] == ["the", "cat", "sat"]
-    np.testing.assert_array_equal(head_matrices(figures["attn_weights_dropped"])[1],
-                                  trace.numpy("attn_weights_dropped")[0, 1])
+    np.testing.assert_array_equal(
+        head_matrices(figures["attn_weights_dropped"])[1], trace.numpy("attn_weights_dropped")[0, 1]
+    )
 
 
 def test_batch_element_and_enlarged_head_are_selectable():

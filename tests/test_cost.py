@@ -18,17 +18,21 @@ from mha_core.trace import trace_forward
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "pages" / "6_Cost.py")
-SMALL = cost.CostSpec(num_heads=2, head_dim=4, batch_size=2, max_tokens=128, min_tokens=32, repeats=1,
-                      time_budget_s=120)
+SMALL = cost.CostSpec(
+    num_heads=2, head_dim=4, batch_size=2, max_tokens=128, min_tokens=32, repeats=1, time_budget_s=120
+)
 
 
-@pytest.mark.parametrize(("b", "h", "t", "dtype", "expected"), [
-    (1, 1, 1, "float32", 4),
-    (2, 4, 64, "float32", 2 * 4 * 64 * 64 * 4),
-    (1, 16, 1024, "float32", 64 * 2**20),  # the explorer's largest setting: 64 MiB per matrix
-    (3, 2, 10, "float64", 3 * 2 * 100 * 8),
-    (1, 2, 8, torch.bfloat16, 2 * 64 * 2),
-])
+@pytest.mark.parametrize(
+    ("b", "h", "t", "dtype", "expected"),
+    [
+        (1, 1, 1, "float32", 4),
+        (2, 4, 64, "float32", 2 * 4 * 64 * 64 * 4),
+        (1, 16, 1024, "float32", 64 * 2**20),  # the explorer's largest setting: 64 MiB per matrix
+        (3, 2, 10, "float64", 3 * 2 * 100 * 8),
+        (1, 2, 8, torch.bfloat16, 2 * 64 * 2),
+    ],
+)
 def test_attention_matrix_bytes_is_b_h_t_squared_bytes(b, h, t, dtype, expected):
     assert cost.attention_matrix_bytes(b, h, t, dtype) == expected
 
@@ -137,6 +141,7 @@ def test_fitting_max_tokens_keeps_b_h_t_squared_within_the_budget():
 
 
 # --- the page -------------------------------------------------------------------------------------------------------
+
 
 def page(**query: str) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=180)

@@ -197,9 +197,7 @@ def test_a_session_that_hangs_up_mid_run_leaks_nothing_and_others_are_still_serv
     """
 
     def view_cache_bytes(url: str) -> float:
-        return sum(
-            v for name, v in metrics(url).items() if name.startswith("cache_memory_bytes") and "_view" in name
-        )
+        return sum(v for name, v in metrics(url).items() if name.startswith("cache_memory_bytes") and "_view" in name)
 
     with StreamlitServer(env=MALLOC_ENV, extra_args=["--server.disconnectedSessionTTL=1"]) as server:
         with Session(server.port, "") as warm:  # torch and the app imported once, as for the first student

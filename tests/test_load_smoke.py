@@ -11,8 +11,15 @@ from bench.load_test import markdown_report, run_load
 
 
 def test_five_sessions_at_once_see_only_their_own_settings_and_numbers():
-    report = run_load(sessions=5, seconds=20, settle_seconds=5, max_reruns=10, think=(0.5, 1.5),
-                      disconnect_check=False, progress=lambda text: None)
+    report = run_load(
+        sessions=5,
+        seconds=20,
+        settle_seconds=5,
+        max_reruns=10,
+        think=(0.5, 1.5),
+        disconnect_check=False,
+        progress=lambda text: None,
+    )
     print(markdown_report(report))
     assert report.errors == []
     assert report.cross_talk == 0, [d for log in report.logs for d in log.cross_talk][:3]

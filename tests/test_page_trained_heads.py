@@ -82,7 +82,12 @@ def test_page_opens_without_exception_and_asks_for_training():
     assert not at.button(key="tr_train").disabled
     assert at.button(key="tr_stop").disabled
     assert {k: at.query_params[k] for k in ("task", "heads", "layers", "steps", "layer")} == {
-        "task": "previous_token", "heads": "2", "layers": "1", "steps": "200", "layer": "0"}
+        "task": "previous_token",
+        "heads": "2",
+        "layers": "1",
+        "steps": "200",
+        "layer": "0",
+    }
 
 
 def test_train_button_learns_previous_token_and_shows_each_head(train_calls):

@@ -113,11 +113,21 @@ def test_next_and_previous_move_one_step_and_the_url_follows():
 
 def test_every_step_shows_the_traced_shapes_and_its_lines():
     """Non-default settings from the URL: 3 heads of 4 dims, 5 random tokens of 7 features, batch 3."""
-    params = {"num_heads": 3, "head_dim": 4, "d_out": 12, "d_in": 7, "num_tokens": 5, "input": "random",
-              "batch_size": 3, "seed": 9}
+    params = {
+        "num_heads": 3,
+        "head_dim": 4,
+        "d_out": 12,
+        "d_in": 7,
+        "num_tokens": 5,
+        "input": "random",
+        "batch_size": 3,
+        "seed": 9,
+    }
     at = open_page("step", **params)
-    trace = run_trace(build_module(ModuleSpec(d_in=7, d_out=12, context_length=6, num_heads=3, seed=9)),
-                      build_input(InputSpec("random", 5, 7, 3, 9))[0])
+    trace = run_trace(
+        build_module(ModuleSpec(d_in=7, d_out=12, context_length=6, num_heads=3, seed=9)),
+        build_input(InputSpec("random", 5, 7, 3, 9))[0],
+    )
     for number, step in enumerate(views.STEPS, start=1):
         at.slider(key="step_number").set_value(number).run()
         assert not at.exception
@@ -141,8 +151,10 @@ def test_step_heatmap_holds_the_module_numbers_for_the_chosen_batch_element():
     assert url(at, "presenter") == "true" and url(at, "batch") == "1"
 
 
-@pytest.mark.parametrize(("raw", "shown", "message"), [("abc", 1, "not a whole number"), ("99", 12, "outside 1–12"),
-                                                        ("-3", 1, "outside 1–12")])
+@pytest.mark.parametrize(
+    ("raw", "shown", "message"),
+    [("abc", 1, "not a whole number"), ("99", 12, "outside 1–12"), ("-3", 1, "outside 1–12")],
+)
 def test_bad_step_gives_a_notice_not_a_traceback(raw, shown, message):
     at = open_page("step", step=raw)
     assert at.slider(key="step_number").value == shown
@@ -153,8 +165,16 @@ def test_bad_step_gives_a_notice_not_a_traceback(raw, shown, message):
 
 
 def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
-    params = {"num_heads": 4, "head_dim": 3, "d_out": 12, "d_in": 12, "num_tokens": 7, "input": "random",
-              "qkv_bias": "true", "seed": 5}
+    params = {
+        "num_heads": 4,
+        "head_dim": 3,
+        "d_out": 12,
+        "d_in": 12,
+        "num_tokens": 7,
+        "input": "random",
+        "qkv_bias": "true",
+        "seed": 5,
+    }
     at = open_page("heads", **params)
     spec = ModuleSpec(d_in=12, d_out=12, context_length=7, num_heads=4, qkv_bias=True, seed=5)
     x, _ = build_input(InputSpec("random", 7, 12, 2, 5))
@@ -187,8 +207,9 @@ def test_heads_difference_heatmap_is_separate_minus_batched():
     spec = chart(at, "heads_difference")
     for head in range(2):
         np.testing.assert_array_equal(head_values(chart(at, "heads_separate"), head), separate[head])
-        np.testing.assert_array_equal(head_values(spec, head), (separate[head].astype(np.float64)
-                                                                - batched[head]).astype(np.float32))
+        np.testing.assert_array_equal(
+            head_values(spec, head), (separate[head].astype(np.float64) - batched[head]).astype(np.float32)
+        )
 
 
 # --- 3. Masks and cross-attention ----------------------------------------------------------------------------------
@@ -196,11 +217,15 @@ def test_heads_difference_heatmap_is_separate_minus_batched():
 MASK_CASES = {
     "causal": ({}, teaching.MaskParams(kind="causal")),
     "padding": ({"len0": 6, "len1": 3}, teaching.MaskParams(kind="padding", lengths=(6, 3))),
-    "sliding window": ({"window": 2, "window_side": "both"},
-                       teaching.MaskParams(kind="sliding window", window=2, causal_only=False)),
+    "sliding window": (
+        {"window": 2, "window_side": "both"},
+        teaching.MaskParams(kind="sliding window", window=2, causal_only=False),
+    ),
     "random": ({"keep": 50}, teaching.MaskParams(kind="random", keep_percent=50, seed=123)),
-    "custom": ({"m0": 0b111111, "m1": 0, "m2": 0b000101, "m3": 0b100001},  # row q1 and columns k1, k3, k4 empty
-               teaching.MaskParams(kind="custom", custom=(0b111111, 0, 0b000101, 0b100001))),
+    "custom": (
+        {"m0": 0b111111, "m1": 0, "m2": 0b000101, "m3": 0b100001},  # row q1 and columns k1, k3, k4 empty
+        teaching.MaskParams(kind="custom", custom=(0b111111, 0, 0b000101, 0b100001)),
+    ),
 }
 
 
@@ -245,8 +270,9 @@ def test_custom_mask_buttons_and_url_rows():
     at.button(key="masks_none").click().run()
     assert not at.exception
     assert [url(at, f"m{i}") for i in range(3)] == ["0", "0", "0"]
-    assert warnings(at) == ["Fully masked rows (every key blocked) · batch element 0: q0, q1, q2; "
-                            "batch element 1: q0, q1, q2"]
+    assert warnings(at) == [
+        "Fully masked rows (every key blocked) · batch element 0: q0, q1, q2; batch element 1: q0, q1, q2"
+    ]
     at.button(key="masks_all").click().run()
     assert [url(at, f"m{i}") for i in range(3)] == ["15"] * 3 and not warnings(at)
 

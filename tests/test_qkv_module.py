@@ -19,12 +19,14 @@ def copy_to_torch(module: QKVMultiHeadAttention) -> nn.MultiheadAttention:
     E = module.hidden_dim
     mha = nn.MultiheadAttention(E, module.n_heads, bias=module.bias, batch_first=True)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([module.query_project.weight, module.key_project.weight,
-                                            module.value_project.weight]))
+        mha.in_proj_weight.copy_(
+            torch.cat([module.query_project.weight, module.key_project.weight, module.value_project.weight])
+        )
         mha.out_proj.weight.copy_(module.out_project.weight)
         if module.bias:
-            mha.in_proj_bias.copy_(torch.cat([module.query_project.bias, module.key_project.bias,
-                                              module.value_project.bias]))
+            mha.in_proj_bias.copy_(
+                torch.cat([module.query_project.bias, module.key_project.bias, module.value_project.bias])
+            )
             mha.out_proj.bias.copy_(module.out_project.bias)
     return mha.eval()
 
@@ -115,8 +117,14 @@ def test_dropout_is_applied_in_training_mode_only():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    heads=st.integers(1, 6), head_dim=st.integers(1, 8), tgt=st.integers(1, 9), src=st.integers(1, 9),
-    batch=st.integers(1, 3), bias=st.booleans(), cross=st.booleans(), seed=st.integers(0, 2**16),
+    heads=st.integers(1, 6),
+    head_dim=st.integers(1, 8),
+    tgt=st.integers(1, 9),
+    src=st.integers(1, 9),
+    batch=st.integers(1, 3),
+    bias=st.booleans(),
+    cross=st.booleans(),
+    seed=st.integers(0, 2**16),
 )
 def test_property_agrees_with_torch(heads, head_dim, tgt, src, batch, bias, cross, seed):
     """Self- and cross-attention over random shapes agree with nn.MultiheadAttention."""
@@ -128,8 +136,7 @@ def test_property_agrees_with_torch(heads, head_dim, tgt, src, batch, bias, cros
     value = torch.randn_like(key)
     if not cross:
         key = value = query
-    expected, expected_weights = copy_to_torch(module)(query, key, value, need_weights=True,
-                                                       average_attn_weights=False)
+    expected, expected_weights = copy_to_torch(module)(query, key, value, need_weights=True, average_attn_weights=False)
     trace = trace_forward(module, query, key, value)
     assert torch.allclose(trace.output, expected, atol=1e-5, rtol=1e-5)
     assert torch.allclose(trace.steps["attn_weights"], expected_weights, atol=1e-6, rtol=1e-5)

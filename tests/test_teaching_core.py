@@ -128,8 +128,9 @@ def test_mask_bits_round_trip_with_empty_rows_and_columns():
 
 @pytest.mark.parametrize("kind", teaching.MASK_KINDS)
 def test_every_mask_builder_gives_b_i_j_with_true_meaning_may_attend(kind):
-    params = teaching.MaskParams(kind=kind, lengths=(5, 0), window=2, keep_percent=50, seed=1,
-                                 custom=(0b11111, 0, 0b00001))
+    params = teaching.MaskParams(
+        kind=kind, lengths=(5, 0), window=2, keep_percent=50, seed=1, custom=(0b11111, 0, 0b00001)
+    )
     mask = teaching.make_mask(params, 2, 3, 5)
     if kind == "none":
         assert mask is None
@@ -159,8 +160,9 @@ def test_cross_attention_fully_masked_rows_are_zero_and_fused_agrees():
     query, source, q_labels, k_labels = teaching.cross_inputs(2, 4, 6, 8, seed=0)
     assert query.shape == (2, 4, 8) and source.shape == (2, 6, 8) and k_labels[-1] == "k5"
     mask = teaching.make_mask(teaching.MaskParams(kind="custom", custom=(0b111111, 0, 0b000001, 0b100000)), 2, 4, 6)
-    run = teaching.run_cross(8, 2, bias=True, seed=3, device="cpu", dtype="float32", query=query, source=source,
-                             mask=mask)
+    run = teaching.run_cross(
+        8, 2, bias=True, seed=3, device="cpu", dtype="float32", query=query, source=source, mask=mask
+    )
     steps = run.trace.steps
     weights = steps["attn_weights"]  # (b, h, i, j)
     assert torch.all(weights[mask[:, None].expand_as(weights).logical_not()] == 0)
@@ -169,8 +171,7 @@ def test_cross_attention_fully_masked_rows_are_zero_and_fused_agrees():
     assert run.max_diff_explicit_fused < 1e-6
     nan_rows = torch.isnan(teaching.handwritten_softmax(steps["scaled_scores"])).all(-1)
     assert nan_rows[:, :, 1].all() and nan_rows.sum() == 2 * 2  # row 1 in every batch element and head
-    view = views.build_masks_view(run, mask, q_labels, k_labels, batch_index=0, implementation="fused",
-                                  presenter=False)
+    view = views.build_masks_view(run, mask, q_labels, k_labels, batch_index=0, implementation="fused", presenter=False)
     assert view.fully_masked == ((0, (1,)), (1, (1,)))
     assert view.context_zero_on_masked_rows and view.handwritten_nan_rows == 4
     assert "False" in view.ours_text and view.blocked_text.count("True") == view.ours_text.count("False")
@@ -209,8 +210,10 @@ def test_statement_lines_follow_open_brackets():
     view_line = STEP_LINES["queries_split"]
     assert views.statement_lines(view_line) == [view_line, view_line + 1, view_line + 2]  # queries.view( … )
     assert views.statement_lines(STEP_LINES["attn_scores"]) == [STEP_LINES["attn_scores"]]
-    assert views.statement_lines(STEP_LINES["attn_weights"]) == [STEP_LINES["attn_weights"],
-                                                                 STEP_LINES["attn_weights"] + 1]
+    assert views.statement_lines(STEP_LINES["attn_weights"]) == [
+        STEP_LINES["attn_weights"],
+        STEP_LINES["attn_weights"] + 1,
+    ]
 
 
 def test_marked_listing_marks_exactly_the_given_lines():
