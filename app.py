@@ -40,9 +40,9 @@ def main() -> None:
         f"running on **{settings.device}** in **{settings.dtype}**: {settings.num_heads} heads × head_dim "
         f"{settings.head_dim} = d_out {settings.d_out}, {settings.num_tokens} tokens, batch {settings.batch_size}."
     )
-    controls.show_notices()
-
     section = controls.section_choice("section", SECTIONS, default="attention")
+    controls.show_notices()  # after every URL value is read, so a bad one's notice shows now
+
     view = controls.cached_view(settings, section, int(batch_index), enlarge, presenter)
 
     st.subheader("Final output")

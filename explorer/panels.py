@@ -40,7 +40,8 @@ def caption(trace: Trace, step: str, axes: str, note: str = "") -> str:
     return f"{text} · {note}" if note else text
 
 
-def _head_names(h: int) -> list[str]:
+def head_names(h: int) -> list[str]:
+    """Panel and legend names "head 0", "head 1", …: and legend names, numbered from 0 as in the tensors."""
     return [f"head {k}" for k in range(h)]
 
 
@@ -69,7 +70,7 @@ def attention_panels(
     b = batch_index
     scores = trace.numpy("attn_scores")[b]  # (h, T, T)
     h = scores.shape[0]
-    names = _head_names(h)
+    names = head_names(h)
     where = f"batch element {b}"
     panels = [
         Panel(
@@ -269,7 +270,7 @@ def reshape_panels(
                 dim_labels,
                 title=f"context per head · batch {b}",
                 kind="values",
-                head_names=_head_names(h),
+                head_names=head_names(h),
                 presenter=presenter,
                 col_title="dim",
             ),
@@ -432,3 +433,16 @@ def build_view(
         output_text=str(trace.output[batch_index].detach().cpu()),
         matches_book=book.matches_printed_output(trace.output[batch_index].float().cpu()),
     )
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor as a CPU numpy array (float32 for the half-precision dtypes numpy lacks)."""
+    tensor = tensor.detach()
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        tensor = tensor.float()
+    return tensor.cpu().numpy()
+
+
+def index_labels(n: int) -> list[str]:
+    """Axis labels 0 … n − 1 for a dimension that has no tokens (features, head dims)."""
+    return [str(k) for k in range(n)]

@@ -6,7 +6,7 @@ The step is in the URL (?step=5), so a teacher's link opens on the step being di
 import streamlit as st
 
 from explorer import controls, teaching_cache
-from explorer.teaching import STEP_COUNT, line_ranges
+from explorer.step_through_steps import STEP_COUNT, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 

@@ -8,8 +8,7 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import controls, teaching_cache
-from explorer import teaching as views
+from explorer import controls, references_views, teaching_cache
 
 st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")
 
@@ -26,8 +25,8 @@ def main() -> None:
     batch_index = int(state.heads_batch)
 
     st.title("Heads and references")
-    controls.show_notices()
     part = controls.section_choice("part", PARTS, default="heads")
+    controls.show_notices()
     tabs = dict(zip(PARTS, controls.section_tabs("part", PARTS, part), strict=True))
     with tabs[part]:  # only the open part runs and is sent
         if part == "heads":
@@ -77,7 +76,7 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
 
 
 def references_part(settings, presenter: bool) -> None:
-    st.markdown(views.FUSED_NO_WEIGHTS)
+    st.markdown(references_views.FUSED_NO_WEIGHTS)
     columns = teaching_cache.reference_dtypes(settings)
     if not presenter:
         st.markdown(
@@ -90,7 +89,7 @@ def references_part(settings, presenter: bool) -> None:
         if moved:
             st.info(f"{settings.device} has no float64, so the float64 column runs on the cpu.")
     reports = teaching_cache.references(settings)
-    table = pd.DataFrame(views.reference_table(reports))
+    table = pd.DataFrame(references_views.reference_table(reports))
     st.dataframe(
         table,
         hide_index=True,
@@ -104,7 +103,7 @@ def references_part(settings, presenter: bool) -> None:
             "rows show how far torch's float64 kernels are from ours."
         )
     for name, report in reports.items():
-        if views.within_torch_error(report):
+        if references_views.within_torch_error(report):
             st.success(
                 f"{name}: our errors are within twice torch's own, as flash-attention's tests require.",
                 icon=":material/check_circle:",

@@ -9,8 +9,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from explorer import controls, teaching_cache
-from explorer import teaching as views
+from explorer import controls, references_views, teaching_cache
 from mha_core import masks, teaching
 from mha_core.teaching import MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
 
@@ -138,7 +137,7 @@ def main() -> None:
         )
 
     # --- explicit vs fused -------------------------------------------------------------------------------------------
-    tolerance = views.agreement_tolerance(settings.dtype)
+    tolerance = references_views.agreement_tolerance(settings.dtype)
     m1, m2 = st.columns(2)
     m1.metric("max |explicit − fused| output", f"{view.max_diff_explicit_fused:.2e}")
     m2.metric(

@@ -7,7 +7,7 @@ Each knob runs the same MultiHeadAttention: with ExplicitAttention(scale=...), o
 import streamlit as st
 
 from explorer import controls, teaching_cache
-from explorer.teaching import SCALE_MULTIPLIERS
+from explorer.knobs_views import SCALE_MULTIPLIERS
 from mha_core import teaching
 
 st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer", page_icon="🎛️", layout="wide")
@@ -26,8 +26,8 @@ def main() -> None:
     seed_choice("knobs_preset", "preset", "previous", teaching.PRESETS)
 
     st.title("Knobs that teach")
-    controls.show_notices()
     knob = controls.section_choice("knob", KNOBS, default="temperature")
+    controls.show_notices()
     tabs = dict(zip(KNOBS, controls.section_tabs("knob", KNOBS, knob), strict=True))
 
     def show(panels, pairs_from: int = 1) -> None:

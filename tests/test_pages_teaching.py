@@ -15,7 +15,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import teaching as views
+from explorer import references_views, step_through_steps, step_through_views
 from mha_core import masks, teaching
 from mha_core.heads import separate_heads
 from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
@@ -80,7 +80,7 @@ def metric(at: AppTest, label: str) -> str:
 
 
 def marked_lines(listing: str) -> list[int]:
-    return [n for n, line in enumerate(listing.splitlines(), start=1) if line.startswith(views.MARK)]
+    return [n for n, line in enumerate(listing.splitlines(), start=1) if line.startswith(step_through_steps.MARK)]
 
 
 def test_step_through_has_twelve_steps_and_opens_on_the_url_step():
@@ -89,7 +89,7 @@ def test_step_through_has_twelve_steps_and_opens_on_the_url_step():
     assert (slider.min, slider.max, slider.value) == (1, 12, 5)
     listing = at.code[0].value
     assert marked_lines(listing) == [STEP_LINES["attn_scores"]] == [38]
-    assert listing.splitlines()[37] == f"{views.MARK} {LISTING_LINES[37]}"
+    assert listing.splitlines()[37] == f"{step_through_steps.MARK} {LISTING_LINES[37]}"
     assert at.header[0].value == "Step 5 of 12: Scores: queries @ keysᵀ"
     texts = [m.value for m in at.markdown]
     assert "**Shape:** `(b, h, T, head_dim) = (2, 2, 6, 1)  →  (b, h, T, T) = (2, 2, 6, 6)`" in texts
@@ -128,12 +128,12 @@ def test_every_step_shows_the_traced_shapes_and_its_lines():
         build_module(ModuleSpec(d_in=7, d_out=12, context_length=6, num_heads=3, seed=9)),
         build_input(InputSpec("random", 5, 7, 3, 9))[0],
     )
-    for number, step in enumerate(views.STEPS, start=1):
+    for number, step in enumerate(step_through_steps.STEPS, start=1):
         at.slider(key="step_number").set_value(number).run()
         assert not at.exception
-        shape = views.shape_line(trace, *step.after)
+        shape = step_through_views.shape_line(trace, *step.after)
         if step.before:
-            shape = f"{views.shape_line(trace, *step.before)}  →  {shape}"
+            shape = f"{step_through_views.shape_line(trace, *step.before)}  →  {shape}"
         assert f"**Shape:** `{shape}`" in [m.value for m in at.markdown], step.key
         assert marked_lines(at.code[0].value) == list(step.lines)
         assert at.get("plotly_chart"), step.key
@@ -191,7 +191,7 @@ def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
     for dtype, tolerance in (("float32", 1e-5), ("float64", 1e-12)):
         report = compare_with_torch(build_module(replace(spec, dtype=dtype)), x.to(getattr(torch, dtype)))
         shown = dict(zip(table["comparison"], table[dtype], strict=True))
-        for field, label in views.REFERENCE_ROWS:
+        for field, label in references_views.REFERENCE_ROWS:
             assert shown[label] == getattr(report, field), (dtype, field)
             assert shown[label] < tolerance, (dtype, field)
     assert len(at.success) == 2 and not at.error
@@ -358,3 +358,15 @@ def test_every_page_opens_directly_in_presenter_mode_with_shared_settings(page):
     assert at.get("plotly_chart")
     if page != "knobs":  # batch is a page parameter of the other three: clamped with a notice
         assert any("batch=`7` is outside 0–1" in w for w in warnings(at))
+
+
+TABS = [("app.py", "section"), (PAGES["knobs"], "knob"), (PAGES["heads"], "part")]
+
+
+@pytest.mark.parametrize(("path", "key"), TABS)
+def test_a_bad_tab_in_the_url_opens_the_first_tab_with_a_notice(path, key):
+    at = AppTest.from_file(str(ROOT / path), default_timeout=60)
+    at.query_params[key] = "<script>x"
+    at.run()
+    assert not at.error and at.get("plotly_chart")
+    assert any(f"{key}=`<script>x` is not one of" in w for w in warnings(at)), warnings(at)

@@ -1,4 +1,4 @@
-"""mha_core.teaching and explorer.teaching: the numbers and views behind the teaching pages, without Streamlit."""
+"""mha_core.teaching and the teaching pages' views: the numbers and figures behind them, without Streamlit."""
 
 import copy
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import teaching as views
+from explorer import knobs_views, masks_views, references_views, step_through_steps, step_through_views
 from mha_core import masks, teaching
 from mha_core.attention import ExplicitAttention
 from mha_core.listing import LISTING_LINES, STEP_LINES
@@ -171,7 +171,9 @@ def test_cross_attention_fully_masked_rows_are_zero_and_fused_agrees():
     assert run.max_diff_explicit_fused < 1e-6
     nan_rows = torch.isnan(teaching.handwritten_softmax(steps["scaled_scores"])).all(-1)
     assert nan_rows[:, :, 1].all() and nan_rows.sum() == 2 * 2  # row 1 in every batch element and head
-    view = views.build_masks_view(run, mask, q_labels, k_labels, batch_index=0, implementation="fused", presenter=False)
+    view = masks_views.build_masks_view(
+        run, mask, q_labels, k_labels, batch_index=0, implementation="fused", presenter=False
+    )
     assert view.fully_masked == ((0, (1,)), (1, (1,)))
     assert view.context_zero_on_masked_rows and view.handwritten_nan_rows == 4
     assert "False" in view.ours_text and view.blocked_text.count("True") == view.ours_text.count("False")
@@ -197,10 +199,10 @@ def test_compare_on_device_is_compare_with_torch_where_float64_exists():
     assert teaching.compare_on_device(spec, x, cpu_baseline=True) == expected  # the path a device without float64 takes
     report64 = teaching.compare_on_device(ModuleSpec(dtype="float64"), x)
     assert report64.dtype == "float64" and report64.output_vs_float64 == 0.0
-    assert views.within_torch_error(report64)
-    table = views.reference_table({"float32": teaching.compare_on_device(spec, x), "float64": report64})
+    assert references_views.within_torch_error(report64)
+    table = references_views.reference_table({"float32": teaching.compare_on_device(spec, x), "float64": report64})
     assert list(table) == ["comparison", "float32", "float64"]
-    assert len(table["comparison"]) == len(table["float32"]) == len(views.REFERENCE_ROWS)
+    assert len(table["comparison"]) == len(table["float32"]) == len(references_views.REFERENCE_ROWS)
 
 
 # --- step through --------------------------------------------------------------------------------------------------
@@ -208,21 +210,25 @@ def test_compare_on_device_is_compare_with_torch_where_float64_exists():
 
 def test_statement_lines_follow_open_brackets():
     view_line = STEP_LINES["queries_split"]
-    assert views.statement_lines(view_line) == [view_line, view_line + 1, view_line + 2]  # queries.view( … )
-    assert views.statement_lines(STEP_LINES["attn_scores"]) == [STEP_LINES["attn_scores"]]
-    assert views.statement_lines(STEP_LINES["attn_weights"]) == [
+    assert step_through_steps.statement_lines(view_line) == [
+        view_line,
+        view_line + 1,
+        view_line + 2,
+    ]  # queries.view( … )
+    assert step_through_steps.statement_lines(STEP_LINES["attn_scores"]) == [STEP_LINES["attn_scores"]]
+    assert step_through_steps.statement_lines(STEP_LINES["attn_weights"]) == [
         STEP_LINES["attn_weights"],
         STEP_LINES["attn_weights"] + 1,
     ]
 
 
 def test_marked_listing_marks_exactly_the_given_lines():
-    text = views.marked_listing([38, 41])
+    text = step_through_steps.marked_listing([38, 41])
     lines = text.splitlines()
     assert len(lines) == len(LISTING_LINES)
-    marked = [n for n, line in enumerate(lines, start=1) if line.startswith(views.MARK)]
+    marked = [n for n, line in enumerate(lines, start=1) if line.startswith(step_through_steps.MARK)]
     assert marked == [38, 41]
-    assert lines[37] == f"{views.MARK} {LISTING_LINES[37]}"
+    assert lines[37] == f"{step_through_steps.MARK} {LISTING_LINES[37]}"
 
 
 BOOK_SHAPES = {  # step -> (before, after) for the book's example: b 2, T 6, d_in 3, d_out 2, h 2, head_dim 1
@@ -242,12 +248,14 @@ BOOK_SHAPES = {  # step -> (before, after) for the book's example: b 2, T 6, d_i
 
 
 def test_every_step_has_its_shapes_lines_and_a_figure():
-    assert [step.key for step in views.STEPS] == list(BOOK_SHAPES)
+    assert [step.key for step in step_through_steps.STEPS] == list(BOOK_SHAPES)
     module = build_module(ModuleSpec())
     x, labels = build_input(InputSpec())
     trace = run_trace(module, x)
-    for number, step in enumerate(views.STEPS, start=1):
-        view = views.build_step_view(trace, labels, number, batch_index=1, presenter=False, dropout_active=False)
+    for number, step in enumerate(step_through_steps.STEPS, start=1):
+        view = step_through_views.build_step_view(
+            trace, labels, number, batch_index=1, presenter=False, dropout_active=False
+        )
         assert (view.shape_before, view.shape_after) == BOOK_SHAPES[step.key], step.key
         for name in step.listing_steps:
             assert STEP_LINES[name] in view.lines, (step.key, name)
@@ -255,15 +263,17 @@ def test_every_step_has_its_shapes_lines_and_a_figure():
         assert view.panels and all(panel.figure.data for panel in view.panels)
         assert len(view.sentences) >= 2
     with pytest.raises(ValueError, match="step"):
-        views.build_step_view(trace, labels, 13, batch_index=0, presenter=False, dropout_active=False)
+        step_through_views.build_step_view(trace, labels, 13, batch_index=0, presenter=False, dropout_active=False)
 
 
 def test_step_figures_hold_the_traced_numbers():
     module = build_module(ModuleSpec())
     x, labels = build_input(InputSpec())
     trace = run_trace(module, x)
-    number = [step.key for step in views.STEPS].index("softmax") + 1
-    view = views.build_step_view(trace, labels, number, batch_index=0, presenter=True, dropout_active=False)
+    number = [step.key for step in step_through_steps.STEPS].index("softmax") + 1
+    view = step_through_views.build_step_view(
+        trace, labels, number, batch_index=0, presenter=True, dropout_active=False
+    )
     main = view.panels[0].figure
     for head in range(2):
         values = next(t for t in main.data if t.meta == {"role": "values", "head": head})
@@ -275,7 +285,9 @@ def test_identity_preset_view_never_touches_the_module_it_is_given():
     before = copy.deepcopy(module.state_dict())
     x, labels = build_input(InputSpec())
     for preset in teaching.PRESETS:
-        view = views.build_preset_view(views.run_preset(module, x, labels, preset, num_heads=2), presenter=False)
+        view = knobs_views.build_preset_view(
+            knobs_views.run_preset(module, x, labels, preset, num_heads=2), presenter=False
+        )
         assert view.panels[0].figure.data
         if preset in teaching.POSITION_PATTERNS:
             assert view.hits == 1.0

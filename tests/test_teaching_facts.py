@@ -13,8 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from explorer import cost_view, panels
-from explorer import teaching as views
+from explorer import cost_view, knobs_views, panels, references_views, step_through_steps, step_through_views
 from explorer.settings import Settings
 from mha_core import cost, masks, runs
 from mha_core.inputs import book_tokens
@@ -25,12 +24,12 @@ CPU = torch.device("cpu")
 CITED = re.compile(r"line (\d+): `([^`]+)`")
 
 
-def step(key: str) -> views.Step:
-    return next(s for s in views.STEPS if s.key == key)
+def step(key: str) -> step_through_steps.Step:
+    return next(s for s in step_through_steps.STEPS if s.key == key)
 
 
 def number(key: str) -> int:
-    return next(n for n, s in enumerate(views.STEPS, start=1) if s.key == key)
+    return next(n for n, s in enumerate(step_through_steps.STEPS, start=1) if s.key == key)
 
 
 def explorer_run(settings: Settings | None = None) -> panels.ExplorerRun:
@@ -46,8 +45,8 @@ def every_caption(run: panels.ExplorerRun) -> list[str]:
         for section in ("attention", "reshapes")
         for p in panels.build_view(run, section=section, batch_index=0, enlarge=0, presenter=False).figures()
     ]
-    for number in range(1, views.STEP_COUNT + 1):
-        view = views.build_step_view(
+    for number in range(1, step_through_steps.STEP_COUNT + 1):
+        view = step_through_views.build_step_view(
             run.trace, run.labels, number, batch_index=0, presenter=False, dropout_active=False
         )
         shown += [p.caption for p in view.panels]
@@ -127,7 +126,7 @@ def test_sdpas_math_fallback_builds_the_matrix_and_its_flash_kernel_does_not():
 
     assert peak(SDPBackend.MATH) >= one
     assert peak(SDPBackend.FLASH_ATTENTION) < one / 4
-    assert "math fallback" in views.FUSED_NO_WEIGHTS and "does build it" in views.FUSED_NO_WEIGHTS
+    assert "math fallback" in references_views.FUSED_NO_WEIGHTS and "does build it" in references_views.FUSED_NO_WEIGHTS
 
 
 # --- masks, softmax, presets -------------------------------------------------------------------------------------
@@ -161,29 +160,29 @@ def test_minus_infinity_equals_the_books_zero_then_renormalise_and_scaling_commu
 def test_the_identity_preset_prefers_journey_a_long_key_not_a_similar_one():
     x, words = book_tokens()
     module = runs.build_module(Settings().module_spec())
-    run = views.run_preset(module, x[None], list(words), "identity", num_heads=2)
+    run = knobs_views.run_preset(module, x[None], list(words), "identity", num_heads=2)
     weights = run.trace.steps["attn_weights"][0, 1]  # head 1, (T, T)
     heaviest = [words[int(k)] for k in weights.argmax(-1)]
     assert heaviest[2:] == ["journey"] * 4  # from "starts", "with", "one", "step"
-    assert "look like them" not in views.PRESET_TEXT["identity"]
-    assert "journey" in views.PRESET_TEXT["identity"] and "lengths" in views.PRESET_TEXT["identity"]
+    assert "look like them" not in knobs_views.PRESET_TEXT["identity"]
+    assert "journey" in knobs_views.PRESET_TEXT["identity"] and "lengths" in knobs_views.PRESET_TEXT["identity"]
 
 
 def test_step_sentences_state_the_std_rule_the_head_dim_1_case_and_train_mode_with_p_0():
     run = explorer_run()  # head_dim 1
-    softmax = views.build_step_view(
+    softmax = step_through_views.build_step_view(
         run.trace, run.labels, number("softmax"), batch_index=0, presenter=False, dropout_active=False
     )
     text = " ".join(softmax.sentences)
     assert "standard deviation is √head_dim" in text and "head_dim = 1" in text and "changes nothing" in text
     wide = explorer_run(Settings(d_out=8))
     wide_text = " ".join(
-        views.build_step_view(
+        step_through_views.build_step_view(
             wide.trace, wide.labels, number("softmax"), batch_index=0, presenter=False, dropout_active=False
         ).sentences
     )
     assert "changes nothing" not in wide_text
-    dropout = views.build_step_view(
+    dropout = step_through_views.build_step_view(
         run.trace, run.labels, number("dropout"), batch_index=0, presenter=False, dropout_active=False, train=True
     )
     assert "p = 0" in " ".join(dropout.sentences)
@@ -198,17 +197,20 @@ def test_step_sentences_state_the_std_rule_the_head_dim_1_case_and_train_mode_wi
 
 
 def test_steps_light_the_init_lines_where_they_are_used_and_say_so_correctly():
-    lit = {s.key: set(s.lines) for s in views.STEPS}
+    lit = {s.key: set(s.lines) for s in step_through_steps.STEPS}
     assert {INIT_LINES[k] for k in ("W_query", "W_key", "W_value")} <= lit["projections"]
     assert INIT_LINES["head_dim"] in lit["view"]
     assert {INIT_LINES["register_buffer"], INIT_LINES["mask_buffer"]} <= lit["mask"]
     assert INIT_LINES["out_proj"] in lit["out_proj"] and INIT_LINES["dropout"] in lit["dropout"]
-    for s in views.STEPS:  # every "(line(s) …, also lit)" names lines that are lit
+    for s in step_through_steps.STEPS:  # every "(line(s) …, also lit)" names lines that are lit
         for cited in re.findall(r"\(lines? ([0-9–, ]+), also lit\)", " ".join(s.sentences)):
             for part in cited.split(", "):
                 low, _, high = part.partition("–")
                 assert set(range(int(low), int(high or low) + 1)) <= lit[s.key], (s.key, cited)
-    assert views.line_ranges([14, 52, 53]) == "lines 14, 52–53" and views.line_ranges([38]) == "line 38"
+    assert (
+        step_through_steps.line_ranges([14, 52, 53]) == "lines 14, 52–53"
+        and step_through_steps.line_ranges([38]) == "line 38"
+    )
 
 
 def test_the_mask_is_a_buffer_not_trained_moved_by_to_and_saved():

@@ -1,0 +1,368 @@
+"""Knobs that teach: the softmax scale (temperature), dropout in train mode, and hand-made weights.
+
+Each ``run_*`` computes once (cached apart by ``teaching_cache``); each ``build_*`` draws from it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_core import teaching
+from mha_core.attention import ExplicitAttention
+from mha_core.trace import Trace, trace_forward
+
+from . import figures
+from .panels import Panel, caption, head_names, index_labels, shape_text, to_numpy
+
+# =====================================================================================================================
+# Knobs that teach
+# =====================================================================================================================
+
+SCALE_MULTIPLIERS = ("0.01", "0.1", "0.25", "0.5", "1", "2", "4", "8", "16", "32", "64", "128")
+
+
+@dataclass(frozen=True)
+class TemperatureView:
+    multiplier: float
+    scale: float  # multiplier / √head_dim
+    mean_entropy: float  # nats, over batch, heads and rows
+    max_mean_entropy: float  # the mean entropy of uniform attention over the allowed keys
+    sweep: tuple[float, ...]  # mean entropy at each of SCALE_MULTIPLIERS
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True)
+class TemperatureRun:
+    """A forward pass at one softmax scale, its row entropies and the sweep over every scale."""
+
+    multiplier: float
+    scale: float
+    trace: Trace
+    entropy: torch.Tensor  # (b, h, T)
+    most: torch.Tensor  # (b, h, T): the entropy of uniform attention over the allowed keys
+    uniform_mean: float
+    sweep: tuple[float, ...]  # mean entropy at each of SCALE_MULTIPLIERS
+
+
+def run_temperature(module, x: torch.Tensor, multiplier: float) -> TemperatureRun:
+    scale = multiplier / math.sqrt(module.head_dim)
+    weight = module.W_query.weight
+    x = x.to(device=weight.device, dtype=weight.dtype)
+    trace = trace_forward(module, x, attention=ExplicitAttention(scale=scale))
+    weights = trace.steps["attn_weights"]
+    allowed = torch.broadcast_to(trace.steps["mask"], weights.shape)
+    most = teaching.uniform_entropy(allowed)  # (b, h, T)
+    sweep = teaching.entropy_sweep(module, x, [float(m) for m in SCALE_MULTIPLIERS])
+    return TemperatureRun(
+        multiplier, scale, trace, teaching.row_entropy(weights), most, most.mean().item(), tuple(sweep)
+    )
+
+
+def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter: bool) -> TemperatureView:
+    """The weights at softmax scale multiplier/√head_dim, the entropy of each row and its sweep over scales."""
+    multiplier, scale, trace, entropy, most, sweep = (
+        run.multiplier,
+        run.scale,
+        run.trace,
+        run.entropy,
+        run.most,
+        list(run.sweep),
+    )
+    weights = trace.steps["attn_weights"]
+    h = weights.shape[1]
+    sweep_values = [float(m) for m in SCALE_MULTIPLIERS]
+    positions = list(range(weights.shape[2]))
+    series = {"uniform": to_numpy(most[0, 0]).tolist()}  # first, so that the heads are drawn over it
+    series |= {f"head {k}": to_numpy(entropy[0, k]).tolist() for k in range(h)}
+    panels = (
+        Panel(
+            "temperature_weights",
+            f"Attention weights at scale {scale:.3g} (× {multiplier:g} of 1/√head_dim)",
+            caption(trace, "attn_weights", "(b, h, T, T)", "batch element 0"),
+            figures.heads_heatmap(
+                to_numpy(weights[0]),
+                labels,
+                labels,
+                title=f"attn_weights at scale {scale:.3g}",
+                kind="weights",
+                head_names=head_names(h),
+                presenter=presenter,
+            ),
+        ),
+        Panel(
+            "temperature_entropy",
+            "Entropy of each query's weight row",
+            f"`row_entropy(attn_weights)` · shape (b, h, T) = {shape_text(entropy.shape)} · batch element 0 · "
+            "0 = one-hot, log(number of visible keys) = uniform",
+            figures.line_chart(
+                positions,
+                series,
+                title="row entropy",
+                x_title="query position",
+                y_title="entropy (nats)",
+                presenter=presenter,
+            ),
+        ),
+        Panel(
+            "temperature_sweep",
+            "Mean row entropy as the scale grows",
+            "each point is one traced forward pass with ExplicitAttention(scale = multiplier / √head_dim) · "
+            "the flat line is uniform attention",
+            figures.line_chart(
+                sweep_values,
+                {"mean": sweep, "uniform": [run.uniform_mean] * len(sweep_values)},
+                title="mean entropy vs scale",
+                x_title="scale × √head_dim",
+                y_title="entropy (nats)",
+                log_x=True,
+                presenter=presenter,
+            ),
+        ),
+    )
+    return TemperatureView(multiplier, scale, teaching.mean_entropy(weights), most.mean().item(), tuple(sweep), panels)
+
+
+@dataclass(frozen=True)
+class DropoutView:
+    p: float
+    scale: float
+    kept_fraction: float
+    max_rescale_error: float
+    row_sum_range: tuple[float, float]
+    panels: tuple[Panel, ...]  # weights after dropout first
+
+
+@dataclass(frozen=True)
+class DropoutRun:
+    """A train-mode forward pass and what dropout did to its weights."""
+
+    p: float
+    trace: Trace
+    report: teaching.DropoutReport
+
+
+def run_dropout(module, x: torch.Tensor, p: float, seed: int) -> DropoutRun:
+    """A train-mode trace on a private copy (runs.run_trace): the shared module is never put in train mode."""
+    from mha_core.runs import run_trace
+
+    trace = run_trace(module, x, train=True, seed=seed)
+    return DropoutRun(p, trace, teaching.dropout_report(trace, p))
+
+
+def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -> DropoutView:
+    p, trace, report = run.p, run.trace, run.report
+    before = trace.numpy("attn_weights")[0]
+    after = trace.numpy("attn_weights_dropped")[0]
+    keep = to_numpy(report.keep[0]).astype(np.float32)
+    keep[~to_numpy(report.allowed[0])] = -np.inf  # causally masked: neither kept nor dropped
+    h = before.shape[0]
+    where = "batch element 0"
+    sums = to_numpy(report.row_sums[0])  # (h, T)
+    panels = (
+        Panel(
+            "dropout_after",
+            f"After dropout: survivors × 1/(1−p) = × {report.scale:.3g}",
+            caption(trace, "attn_weights_dropped", "(b, h, T, T)", where),
+            figures.heads_heatmap(
+                after,
+                labels,
+                labels,
+                title=f"attn_weights after dropout (p = {p:g})",
+                kind="weights",
+                head_names=head_names(h),
+                zmin=0.0,
+                zmax=max(1.0, float(after.max()) if after.size else 1.0),
+                presenter=presenter,
+            ),
+        ),
+        Panel(
+            "dropout_keep",
+            "The dropout mask: 1 = kept, 0 = dropped (grey: causally masked)",
+            caption(trace, "dropout_keep", "(b, h, T, T)", where),
+            keep_mask_figure(keep, labels, presenter),
+        ),
+        Panel(
+            "dropout_before",
+            "Before dropout",
+            caption(trace, "attn_weights", "(b, h, T, T)", where),
+            figures.heads_heatmap(
+                before,
+                labels,
+                labels,
+                title="attn_weights before dropout",
+                kind="weights",
+                head_names=head_names(h),
+                presenter=presenter,
+            ),
+        ),
+        Panel(
+            "dropout_row_sums",
+            "Row sums after dropout: 1 on average, not row by row",
+            f"sum over keys of attn_weights_dropped · shape (b, h, T) = {shape_text(report.row_sums.shape)} · {where}",
+            figures.line_chart(
+                list(range(sums.shape[1])),
+                {f"head {k}": sums[k].tolist() for k in range(h)} | {"before": [1.0] * sums.shape[1]},
+                title="row sums",
+                x_title="query position",
+                y_title="sum of weights",
+                presenter=presenter,
+            ),
+        ),
+    )
+    lo, hi = (float(sums.min()), float(sums.max())) if sums.size else (0.0, 0.0)
+    return DropoutView(p, report.scale, report.kept_fraction, report.max_rescale_error, (lo, hi), panels)
+
+
+def keep_mask_figure(keep: np.ndarray, labels: list[str], presenter: bool):
+    """(h, T, T) keep mask: 1 kept, 0 dropped, −∞ causally masked, drawn as "causally masked" (not "−∞")."""
+    fig = figures.heads_heatmap(
+        keep,
+        labels,
+        labels,
+        title="dropout keep mask",
+        kind="weights",
+        head_names=head_names(keep.shape[0]),
+        presenter=presenter,
+    )
+    for trace in fig.data:
+        role = (trace.meta or {}).get("role")
+        if role == "masked":
+            trace.update(text=None, texttemplate=None, hovertemplate="causally masked<extra></extra>")
+        elif role == "legend":
+            trace.update(name="causally masked")
+    fig.update_layout(coloraxis_colorbar_title_text="kept")
+    return fig
+
+
+PRESET_TEXT = {
+    "none": "The module's own seeded random weights, for comparison.",
+    "identity": "W_query = W_key = I: each score is the raw dot product of two slices of input embeddings (head k "
+    "uses input features k·head_dim onwards). A dot product grows with the vectors' lengths as well as "
+    "with their alignment, so a long key can outscore a similar one: on the book's six tokens, head 1 "
+    'attends most to "journey" from "starts", "with", "one" and "step".',
+    "self": "One-hot position inputs; W_query = c·I: every query matches its own key.",
+    "previous": "One-hot position inputs; W_query shifts e_t to e_(t−1): every query matches the previous token's "
+    "key (token 0 has only itself).",
+    "first": "One-hot position inputs; W_query sends every e_t to e_0: every query matches the first token's key.",
+}
+
+
+@dataclass(frozen=True)
+class PresetView:
+    preset: str
+    description: str
+    num_tokens: int
+    hits: float | None  # fraction of rows whose heaviest key is the pattern's target (positional presets)
+    panels: tuple[Panel, ...]  # the weights first
+
+
+@dataclass(frozen=True)
+class PresetRun:
+    """A module with hand-made weights (a copy or a new module, never the shared one) and its forward pass."""
+
+    preset: str
+    made: torch.nn.Module
+    trace: Trace
+    labels: list[str]
+    hits: float | None  # fraction of rows whose heaviest key is the pattern's target (positional presets)
+
+
+def run_preset(module, x: torch.Tensor, labels: list[str], preset: str, *, num_heads: int) -> PresetRun:
+    hits = None
+    if preset in teaching.POSITION_PATTERNS:
+        num_tokens = min(x.shape[1], teaching.MAX_PRESET_TOKENS)
+        weight = module.W_query.weight
+        made = teaching.positional_module(
+            preset, num_tokens, num_heads, device=weight.device.type, dtype=str(weight.dtype).removeprefix("torch.")
+        )
+        x_made = teaching.position_inputs(num_tokens, 1).to(device=weight.device, dtype=weight.dtype)
+        labels = [f"pos {t}" for t in range(num_tokens)]
+    elif preset == "identity":
+        made = teaching.with_identity_qk(module)
+        x_made = x[:1].to(device=module.W_query.weight.device, dtype=module.W_query.weight.dtype)
+    elif preset == "none":
+        made = module
+        x_made = x[:1].to(device=module.W_query.weight.device, dtype=module.W_query.weight.dtype)
+    else:
+        raise ValueError(f"preset must be one of {teaching.PRESETS}, got {preset!r}")
+    trace = trace_forward(made, x_made)
+    if preset in teaching.POSITION_PATTERNS:
+        weights = trace.steps["attn_weights"]
+        hits = teaching.top_key_hits(weights, teaching.pattern_targets(preset, weights.shape[-1]))
+    return PresetRun(preset, made, trace, list(labels), hits)
+
+
+def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
+    """The heatmaps the hand-made weights give."""
+    preset, made, trace, labels, hits = run.preset, run.made, run.trace, run.labels, run.hits
+    weights = trace.steps["attn_weights"]
+    h = weights.shape[1]
+    d_in, d_out = made.d_in, made.d_out
+    wq = to_numpy(made.W_query.weight).T  # (d_in, d_out): x @ Wᵀ
+    wk = to_numpy(made.W_key.weight).T
+    input_labels = labels if preset in teaching.POSITION_PATTERNS else index_labels(d_in)
+    panels = (
+        Panel(
+            "preset_weights",
+            "Attention weights with these weights",
+            caption(trace, "attn_weights", "(b, h, T, T)", "one sequence"),
+            figures.heads_heatmap(
+                to_numpy(weights[0]),
+                labels,
+                labels,
+                title=f"attn_weights · preset {preset}",
+                kind="weights",
+                head_names=head_names(h),
+                presenter=presenter,
+            ),
+        ),
+        Panel(
+            "preset_scores",
+            "Scores Q Kᵀ",
+            caption(trace, "attn_scores", "(b, h, T, T)", "one sequence"),
+            figures.heads_heatmap(
+                to_numpy(trace.steps["attn_scores"][0]),
+                labels,
+                labels,
+                title=f"attn_scores · preset {preset}",
+                kind="scores",
+                head_names=head_names(h),
+                presenter=presenter,
+            ),
+        ),
+        Panel(
+            "preset_w_query",
+            "W_queryᵀ (queries = x @ W_queryᵀ)",
+            f"`W_query.weight.T` · shape (d_in, d_out) = ({d_in}, {d_out}) · columns banded by head",
+            figures.matrix_heatmap(
+                wq,
+                input_labels,
+                index_labels(d_out),
+                title="W_query.weight.T",
+                column_groups=h,
+                presenter=presenter,
+                row_title="input",
+                col_title="query feature",
+            ),
+        ),
+        Panel(
+            "preset_w_key",
+            "W_keyᵀ (keys = x @ W_keyᵀ)",
+            f"`W_key.weight.T` · shape (d_in, d_out) = ({d_in}, {d_out}) · columns banded by head",
+            figures.matrix_heatmap(
+                wk,
+                input_labels,
+                index_labels(d_out),
+                title="W_key.weight.T",
+                column_groups=h,
+                presenter=presenter,
+                row_title="input",
+                col_title="key feature",
+            ),
+        ),
+    )
+    return PresetView(preset, PRESET_TEXT[preset], weights.shape[-1], hits, panels)

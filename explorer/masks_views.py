@@ -1,0 +1,135 @@
+"""Masks and cross-attention: one mask in both conventions, the weights it gives and the fully masked rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_core import masks, teaching
+
+from . import figures
+from .panels import Panel, head_names, index_labels, shape_text, to_numpy
+
+# =====================================================================================================================
+# Masks and cross-attention
+# =====================================================================================================================
+
+MASK_TEXT_MAX_KEYS = 12  # print the mask as torch prints it up to this many keys
+
+
+@dataclass(frozen=True)
+class MasksView:
+    query_labels: list[str]
+    key_labels: list[str]
+    mask: np.ndarray | None  # (b, i, j) bool, True = may attend
+    ours_text: str  # the chosen batch element's mask as torch prints it ("" when too wide)
+    blocked_text: str  # the same mask in nn.MultiheadAttention's convention
+    panels: tuple[Panel, ...]  # mask, weights (explicit), output of the chosen implementation
+    fully_masked: tuple[tuple[int, tuple[int, ...]], ...]  # (batch element, query rows with every key masked)
+    context_zero_on_masked_rows: bool
+    handwritten_nan_rows: int  # (batch, head, query) rows a plain softmax turns into NaN
+    max_diff_explicit_fused: float
+    implementation: str
+
+
+def _mask_text(mask: torch.Tensor) -> str:
+    """The mask as torch prints it, when narrow enough to read."""
+    return str(mask) if mask.shape[-1] <= MASK_TEXT_MAX_KEYS else ""
+
+
+def build_masks_view(
+    run: teaching.CrossRun,
+    mask: torch.Tensor | None,
+    query_labels: list[str],
+    key_labels: list[str],
+    *,
+    batch_index: int,
+    implementation: str,
+    presenter: bool,
+) -> MasksView:
+    """The chosen batch element's mask in both conventions, the weights it gives and the fully masked rows."""
+    trace, b = run.trace, batch_index
+    weights = trace.numpy("attn_weights")  # (b, h, i, j)
+    batch, h, tgt, src = weights.shape
+    where = f"batch element {b}"
+    panels = []
+    if mask is not None:
+        panels.append(
+            Panel(
+                "mask",
+                "The mask (True = may attend)",
+                f"`attn_mask` · shape (b, i, j) = {shape_text(mask.shape)} · {where} · the same mask for every head",
+                figures.heads_heatmap(
+                    mask[b].cpu().numpy()[None],
+                    query_labels,
+                    key_labels,
+                    title=f"mask · {where}",
+                    kind="mask",
+                    head_names=["may attend"],
+                    presenter=presenter,
+                ),
+            )
+        )
+    panels.append(
+        Panel(
+            "weights",
+            "Attention weights (explicit path): zero exactly where the mask blocks",
+            f"`attn_weights` · shape (b, h, i, j) = {shape_text(weights.shape)} · {where}",
+            figures.heads_heatmap(
+                weights[b],
+                query_labels,
+                key_labels,
+                title=f"attn_weights · {where}",
+                kind="weights",
+                head_names=head_names(h),
+                presenter=presenter,
+            ),
+        )
+    )
+    output = to_numpy(trace.output if implementation == "explicit" else run.output_fused)[b]  # (i, E)
+    panels.append(
+        Panel(
+            "output",
+            f"Output ({implementation} implementation)",
+            f"`output` · shape (b, i, E) = {shape_text((batch, tgt, output.shape[-1]))} · {where}",
+            figures.matrix_heatmap(
+                output,
+                query_labels,
+                index_labels(output.shape[-1]),
+                title=f"output ({implementation})",
+                presenter=presenter,
+                row_title="query",
+            ),
+        )
+    )
+    fully_masked: list[tuple[int, tuple[int, ...]]] = []
+    context_zero = True
+    nan_rows = 0
+    if mask is not None:
+        empty = masks.fully_masked_rows(mask).cpu()  # (b, i)
+        context = trace.steps["context_heads"].cpu()  # (b, h, i, d)
+        for n in range(batch):
+            rows = tuple(int(i) for i in torch.nonzero(empty[n]).flatten())
+            if rows:
+                fully_masked.append((n, rows))
+                context_zero &= bool((context[n][:, list(rows)] == 0).all())
+        nan_rows = int(torch.isnan(teaching.handwritten_softmax(trace.steps["scaled_scores"])).all(-1).sum())
+        ours = mask[b].cpu()
+        ours_text, blocked_text = _mask_text(ours), _mask_text(masks.to_blocked(ours))
+    else:
+        ours_text = blocked_text = ""
+    return MasksView(
+        query_labels,
+        key_labels,
+        None if mask is None else mask.cpu().numpy(),
+        ours_text,
+        blocked_text,
+        tuple(panels),
+        tuple(fully_masked),
+        context_zero,
+        nan_rows,
+        run.max_diff_explicit_fused,
+        implementation,
+    )
