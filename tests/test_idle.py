@@ -46,3 +46,26 @@ def test_clear_caches_empties_every_cache():
     idle.clear_caches()
     resource(1)
     assert calls == [1, 1]
+
+
+def test_expired_closed_sessions_are_dropped_not_kept_until_the_next_disconnect():
+    from types import SimpleNamespace
+
+    from streamlit.runtime.memory_session_storage import MemorySessionStorage
+
+    storage = MemorySessionStorage(ttl_seconds=0)  # every stored session has expired at once
+    storage.save(SimpleNamespace(session=SimpleNamespace(id="closed-tab"), client=None))
+    assert storage.list() == []  # Streamlit no longer lists it...
+    assert len(storage._cache._data) == 1  # ...but still holds it, with everything its last run made
+    assert idle.drop_expired_sessions(storage) == 1
+    assert len(storage._cache._data) == 0
+    assert idle.drop_expired_sessions(storage) == 0
+    assert idle.drop_expired_sessions() == 0  # no server here: nothing to drop
+
+
+def test_the_idle_clear_drops_closed_sessions_before_memory_goes_back(monkeypatch):
+    calls = []
+    monkeypatch.setattr(idle, "drop_expired_sessions", lambda: calls.append("sessions") or 3)
+    monkeypatch.setattr(idle.admission, "release_memory", lambda: calls.append("release"))
+    idle.clear_caches()
+    assert calls == ["sessions", "release"]
