@@ -5,9 +5,12 @@ imported, and its idle RSS is the start. Then, for ``--seconds``, a few clients 
 random visit: the explorer at its defaults or a medium setting with a fresh seed, a large run (16 heads ×
 512 tokens), a hostile ``?trained=`` link with a fresh seed (clamped to the page's offer, trained through the
 admission gate), or a tab closed in the middle of a large run. Then every client closes, and RSS is read
-after ``--settle-seconds``. Prints one JSON line: start, peak and settled RSS in MB, visits, errors.
+after ``--settle-seconds``. Prints one JSON line: start, peak and settled RSS in MB, visits, errors; with
+``--report-every``, a line on stderr that often (elapsed s, RSS now, peak so far, visits, errors), so that an
+hour-long run shows whether RSS creeps while the class goes on.
 
     python bench/soak.py [--seconds 240 --clients 4 --settle-seconds 30]
+    python bench/soak.py --seconds 3600 --clients 2 --settle-seconds 420 --report-every 300   (an hour)
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=["default", "medium", "large", "trained", "hang_up"],
         help="only these kinds of visit (to find which one leaves memory behind)",
     )
+    parser.add_argument("--server-log", type=Path, default=None, help="the server's log (default: load_test's)")
+    parser.add_argument("--report-every", type=float, default=None, help="seconds between progress lines on stderr")
     parser.add_argument(
         "--system-malloc",
         action="store_true",
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = args.kinds or ["default", "medium", "medium", "large", "trained", "hang_up"]
     counts: dict[str, int] = {k: 0 for k in kinds}
     errors: list[str] = []
-    with StreamlitServer(env=env) as server:
+    with StreamlitServer(env=env, log_path=args.server_log) as server:
         with Session(server.port, "") as first:
             assert first.run(keep_charts=()).ok
         time.sleep(5)
@@ -99,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         threads = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
         for thread in threads:
             thread.start()
+        began = time.monotonic()
+        while args.report_every and any(thread.is_alive() for thread in threads):
+            time.sleep(min(args.report_every, max(1.0, deadline - time.monotonic())))
+            progress = {"elapsed_s": round(time.monotonic() - began), "rss_mb": round(server.rss_mb())}
+            progress |= {"peak_mb": round(sampler.peak_mb), "visits": sum(counts.values()), "errors": len(errors)}
+            print(json.dumps(progress), file=sys.stderr, flush=True)
         for thread in threads:
             thread.join(args.seconds + 400)
         closed_mb = server.rss_mb()
@@ -111,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "seconds": args.seconds,
                 "clients": args.clients,
+                "settle_seconds": args.settle_seconds,
+                "idle_clear_seconds": args.idle_clear_seconds or "production (explorer.idle)",
+                "kinds": kinds,
                 "start_mb": round(start_mb),
                 "peak_mb": round(peak_mb),
                 "closed_mb": round(closed_mb),
