@@ -164,7 +164,14 @@ def release_memory() -> None:
 
 
 def _load_libc():
-    """glibc, tuned so a big trace's memory goes back to the OS: 2 arenas, blocks ≥ 1 MiB mmapped."""
+    """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas.
+
+    The arena cap comes too late to cap anything: this module is imported on the first page run, when Streamlit's
+    threads have already made 6 arenas, and glibc keeps them (malloc_info). Capping them from the process's start
+    (``MALLOC_ARENA_MAX=2`` in the environment) was measured and changed nothing: after 60 s of 8 heads × 64 tokens
+    with fresh seeds (bench/soak.py's medium visits, 2 clients), idle RSS 311 MB with 2 arenas, 317 MB with 6, both
+    from 285 MB after the first visit.
+    """
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-8, 2)  # M_ARENA_MAX
