@@ -4,7 +4,8 @@
 takes orjson when it is installed; explorer.server_setup pins ``json``. For each engine, in one process: build
 the explorer's figures for ``--runs`` runs at 8 heads × 64 tokens, each with a fresh seed (what a class that moves
 the seed does), serialise them as Streamlit does, drop everything, collect, hand freed memory back, and read
-glibc's heap in use (mallinfo2), Python's allocated blocks and RSS. Then the time to serialise one figure.
+glibc's heap in use (mallinfo2), Python's allocated blocks and RSS. Then the time to serialise one figure (median
+of 5 passes over one run's figures; run it on a quiet machine).
 
     python bench/engine_leak.py [--runs 100]
 
@@ -18,6 +19,7 @@ import ctypes
 import gc
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -83,10 +85,13 @@ def measure(engine: str, n_runs: int) -> dict:
             send(figure, engine)
     last = heap()
     sample = figures(2)
-    begin = time.perf_counter()
-    for figure in sample:
-        send(figure, engine)
-    ms = (time.perf_counter() - begin) / len(sample) * 1000
+    passes = []
+    for _ in range(5):
+        begin = time.perf_counter()
+        for figure in sample:
+            send(figure, engine)
+        passes.append((time.perf_counter() - begin) / len(sample) * 1000)
+    ms = statistics.median(passes)
     return {
         "engine": engine,
         "runs": n_runs,
