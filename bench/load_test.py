@@ -50,9 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from explorer import settings as cfg  # noqa: E402
-from explorer.figures import decode_array  # noqa: E402
-from explorer.settings import Settings  # noqa: E402
+from explorer.glue import settings as cfg  # noqa: E402
+from explorer.glue.settings import Settings  # noqa: E402
+from explorer.views.figures import decode_array  # noqa: E402
 from mha_core import runs  # noqa: E402
 
 HOST = "127.0.0.1"  # every socket this file opens goes here, and only here

@@ -134,7 +134,7 @@ def scenarios(
 
 
 # glibc: two malloc arenas, and blocks of 1 MiB or more mmapped, from the process's start. The app sets the same
-# through mallopt at import (explorer.controls); tests that watch RSS closely also set it from the environment.
+# through mallopt at import (explorer.glue.controls); tests that watch RSS closely also set it from the environment.
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 
@@ -175,16 +175,20 @@ rows.append({"step": "python", "rss_mb": round(status_mb("VmRSS"), 1)})
 torch = step("import torch", lambda: __import__("torch"))
 step("import streamlit, plotly", lambda: (__import__("streamlit"), __import__("plotly.graph_objects")))
 sys.path.insert(0, sys.argv[1])
-step("import explorer, mha_core", lambda: (__import__("explorer.panels"), __import__("mha_core.runs")))
+step(
+    "import explorer, mha_core",
+    lambda: (__import__("explorer.views.attention_explorer"), __import__("mha_core.runs")),
+)
 import numpy as np
-from explorer import figures, panels, settings as cfg
+from explorer.glue import settings as cfg
+from explorer.views import attention_explorer, figures
 from mha_core import runs
 
 def view_of(module, settings):
     # one run, then both sections' figures, as the explorer's caches build them
     x, labels = runs.build_input(settings.input_spec())
-    run = panels.run_explorer(module, x, labels, settings)
-    return [panels.build_view(run, section=name, batch_index=0, enlarge=None, presenter=False)
+    run = attention_explorer.run_explorer(module, x, labels, settings)
+    return [attention_explorer.build_view(run, section=name, batch_index=0, enlarge=None, presenter=False)
             for name in ("attention", "reshapes")]
 
 settings, _ = cfg.parse_query({"num_heads": "16", "d_out": "1024", "num_tokens": "1024", "input": "random",
@@ -200,7 +204,7 @@ for name, tensor in trace.steps.items():
         steps[name] = tensor.untyped_storage().nbytes()
 big = {k: v for k, v in steps.items() if v >= 2**20}
 attention = step("attention figures from the trace",
-                 lambda: panels.attention_panels(trace, labels, batch_index=0, presenter=False,
+                 lambda: attention_explorer.attention_panels(trace, labels, batch_index=0, presenter=False,
                                                  mask_buffer=module.mask, dropout_shown=False))
 del attention, trace
 step("del trace and figures, gc.collect()", gc.collect)
@@ -269,7 +273,7 @@ def markdown(found: list[Scenario], parts: dict | None, title: str = "this check
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in found:
-        data = s.cache_bytes.get("explorer.controls.cached_view", 0)
+        data = s.cache_bytes.get("explorer.glue.controls.cached_view", 0)
         lines.append(
             f"| {s.name} | {s.sessions} | {s.before_mb:.0f} | **{s.peak_mb:.0f}** | {s.open_mb:.0f} | "
             f"{s.closed_mb:.0f} | {s.settled_mb:.0f} | {s.seconds:.1f} s | {len(s.errors)} | "

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorer import controls, training_cache  # noqa: E402, F401  (controls sets torch's threads, as the server does)
-from explorer.figures import decode_array  # noqa: E402
-from explorer.settings import parse_query  # noqa: E402
+from explorer.glue import controls, training_cache  # noqa: E402, F401  (controls sets torch's threads, as the server does)
+from explorer.glue.settings import parse_query  # noqa: E402
+from explorer.views.figures import decode_array  # noqa: E402
 from mha_core import runs  # noqa: E402
 
 PAGES = {
@@ -130,7 +130,7 @@ def _clear_page_caches(page: str) -> None:
 
 
 SIDEBAR_ONLY = """
-from explorer import controls
+from explorer.glue import controls
 
 def main():
     controls.presenter_toggle()

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         "--idle-clear-seconds",
         type=float,
         default=None,
-        help="the server clears its caches after this long without a visitor (explorer.idle; "
+        help="the server clears its caches after this long without a visitor (explorer.glue.idle; "
         "production: 300); shorten it to see a compressed soak's idle RSS",
     )
     parser.add_argument(

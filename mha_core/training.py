@@ -614,7 +614,7 @@ def run(config: TrainConfig, *, progress=None, should_stop=None, time_budget_s: 
 
     ``should_stop()`` is polled before every step; past ``time_budget_s`` seconds training also stops early.
     Either way the result says ``stopped_early`` and is evaluated on the steps run. torch's thread count is left
-    alone: it belongs to the process (the app sets it once, in ``explorer.server_setup``), never to one run.
+    alone: it belongs to the process (the app sets it once, in ``explorer.glue.server_setup``), never to one run.
     """
     if time_budget_s is not None:
         deadline = time.monotonic() + time_budget_s

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from explorer.figures import decode_array as decode
+from explorer.views.figures import decode_array as decode
 
 ROOT = Path(__file__).resolve().parents[1]
 

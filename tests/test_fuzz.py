@@ -9,7 +9,7 @@ parameters are read from its source (``url_int``, ``url_choice``, ``seed_int``, 
   alerts, headings) holds no raw ``<script>``, ``<img>``, ``<iframe>``, ``<svg>`` or ``javascript:`` outside code
   spans, elements that allow HTML hold no user text at all, and no string in a figure's JSON holds such a tag;
 * no NaN reaches the display unannounced: a NaN cell of a heatmap is covered by a "masked" or "nan" overlay
-  (the figures' contract, see explorer.figures), and a printed "nan" comes with a notice that says NaN.
+  (the figures' contract, see explorer.views.figures), and a printed "nan" comes with a notice that says NaN.
 
 At least 300 examples run in total (more with more pages). Sizes are bounded (b·h·T² ≤ 2²¹ attention cells),
 so one example costs well under a second; the largest settings are the memory report's business.
@@ -33,7 +33,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Selectbox
 
-from explorer import settings as cfg
+from explorer.glue import settings as cfg
 from mha_core.inputs import tokenize
 
 from .apptest_helpers import decode
@@ -472,7 +472,7 @@ def test_pages_are_discovered():
 
 def test_the_checks_catch_what_they_are_for():
     """The checker itself: a bare NaN, an unquoted tag, a tag in a figure; and no alarm on the safe forms."""
-    from explorer import figures
+    from explorer.views import figures
 
     z = np.array([[[0.5, np.nan], [0.25, 0.75]]], dtype=np.float32)
     figure = json.loads(figures.heads_heatmap(z, ["a", "b"], ["a", "b"], title="t", kind="weights").to_json())

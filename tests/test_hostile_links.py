@@ -15,9 +15,9 @@ import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import admission, controls, training_cache
-from explorer import settings as cfg
-from mha_core import cost, training
+from explorer.glue import admission, controls, training_cache
+from explorer.glue import settings as cfg
+from mha_core import profiling, training
 
 from .test_fuzz import check_page, open_page
 
@@ -96,7 +96,7 @@ def _boundary_script(kind: str) -> None:
     import streamlit as st
     from streamlit.errors import StreamlitAPIException
 
-    from explorer import controls
+    from explorer.glue import controls
 
     def body() -> None:
         st.title("body")
@@ -314,15 +314,15 @@ def test_the_cost_measurement_goes_through_the_gate_and_stops_when_its_session_e
     assert not at.exception and not at.error
     assert admission.GATE.admitted == admitted + 1
     assert "cost_report" not in at.session_state  # stopped between measurements, nothing kept
-    assert cost._MEASURING.acquire(timeout=1)  # and the measurement lock was given back
-    cost._MEASURING.release()
+    assert profiling._MEASURING.acquire(timeout=1)  # and the measurement lock was given back
+    profiling._MEASURING.release()
 
 
 def test_the_cost_measurement_is_held_to_its_memory_budget():
     at = open_page("pages/6_Cost.py", {"num_heads": "16", "d_out": "1024", "max_tokens": "1024", "batch_size": "1"})
     check_page(at, [], "Cost at 16 heads")
     assert any(f"{admission.COST_MAX_CELLS:,} attention cells" in w.value for w in at.warning)
-    assert admission.cost_max_tokens(1, 16, 1024, cost.TOKEN_STEPS) == 512  # 16 · 512² ≤ 8 · 1024² < 16 · 1024²
+    assert admission.cost_max_tokens(1, 16, 1024, profiling.TOKEN_STEPS) == 512  # 16 · 512² ≤ 8 · 1024² < 16 · 1024²
 
 
 def test_explorer_heavy_runs_take_the_gate():

@@ -16,7 +16,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import training_cache
+from explorer.glue import training_cache
 from mha_core import training
 from mha_core.modules import MultiHeadAttention
 
@@ -195,7 +195,7 @@ def test_stop_button_callback_stops_this_sessions_job():
 
 
 def _press_stop():
-    from explorer import training_cache
+    from explorer.glue import training_cache
 
     training_cache.request_stop()
 

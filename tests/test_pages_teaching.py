@@ -15,7 +15,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import references_views, step_through_steps, step_through_views
+from explorer.views import heads_and_references, step_through, step_through_steps
 from mha_core import masks, teaching
 from mha_core.heads import separate_heads
 from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
@@ -131,9 +131,9 @@ def test_every_step_shows_the_traced_shapes_and_its_lines():
     for number, step in enumerate(step_through_steps.STEPS, start=1):
         at.slider(key="step_number").set_value(number).run()
         assert not at.exception
-        shape = step_through_views.shape_line(trace, *step.after)
+        shape = step_through.shape_line(trace, *step.after)
         if step.before:
-            shape = f"{step_through_views.shape_line(trace, *step.before)}  →  {shape}"
+            shape = f"{step_through.shape_line(trace, *step.before)}  →  {shape}"
         assert f"**Shape:** `{shape}`" in [m.value for m in at.markdown], step.key
         assert marked_lines(at.code[0].value) == list(step.lines)
         assert at.get("plotly_chart"), step.key
@@ -191,7 +191,7 @@ def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
     for dtype, tolerance in (("float32", 1e-5), ("float64", 1e-12)):
         report = compare_with_torch(build_module(replace(spec, dtype=dtype)), x.to(getattr(torch, dtype)))
         shown = dict(zip(table["comparison"], table[dtype], strict=True))
-        for field, label in references_views.REFERENCE_ROWS:
+        for field, label in heads_and_references.REFERENCE_ROWS:
             assert shown[label] == getattr(report, field), (dtype, field)
             assert shown[label] < tolerance, (dtype, field)
     assert len(at.success) == 2 and not at.error

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import knobs_views, masks_views, references_views, step_through_steps, step_through_views
+from explorer.views import (
+    heads_and_references,
+    knobs_that_teach,
+    masks_and_cross_attention,
+    step_through,
+    step_through_steps,
+)
 from mha_core import masks, teaching
 from mha_core.attention import ExplicitAttention
 from mha_core.listing import LISTING_LINES, STEP_LINES
@@ -171,7 +177,7 @@ def test_cross_attention_fully_masked_rows_are_zero_and_fused_agrees():
     assert run.max_diff_explicit_fused < 1e-6
     nan_rows = torch.isnan(teaching.handwritten_softmax(steps["scaled_scores"])).all(-1)
     assert nan_rows[:, :, 1].all() and nan_rows.sum() == 2 * 2  # row 1 in every batch element and head
-    view = masks_views.build_masks_view(
+    view = masks_and_cross_attention.build_masks_view(
         run, mask, q_labels, k_labels, batch_index=0, implementation="fused", presenter=False
     )
     assert view.fully_masked == ((0, (1,)), (1, (1,)))
@@ -199,10 +205,10 @@ def test_compare_on_device_is_compare_with_torch_where_float64_exists():
     assert teaching.compare_on_device(spec, x, cpu_baseline=True) == expected  # the path a device without float64 takes
     report64 = teaching.compare_on_device(ModuleSpec(dtype="float64"), x)
     assert report64.dtype == "float64" and report64.output_vs_float64 == 0.0
-    assert references_views.within_torch_error(report64)
-    table = references_views.reference_table({"float32": teaching.compare_on_device(spec, x), "float64": report64})
+    assert heads_and_references.within_torch_error(report64)
+    table = heads_and_references.reference_table({"float32": teaching.compare_on_device(spec, x), "float64": report64})
     assert list(table) == ["comparison", "float32", "float64"]
-    assert len(table["comparison"]) == len(table["float32"]) == len(references_views.REFERENCE_ROWS)
+    assert len(table["comparison"]) == len(table["float32"]) == len(heads_and_references.REFERENCE_ROWS)
 
 
 # --- step through --------------------------------------------------------------------------------------------------
@@ -253,9 +259,7 @@ def test_every_step_has_its_shapes_lines_and_a_figure():
     x, labels = build_input(InputSpec())
     trace = run_trace(module, x)
     for number, step in enumerate(step_through_steps.STEPS, start=1):
-        view = step_through_views.build_step_view(
-            trace, labels, number, batch_index=1, presenter=False, dropout_active=False
-        )
+        view = step_through.build_step_view(trace, labels, number, batch_index=1, presenter=False, dropout_active=False)
         assert (view.shape_before, view.shape_after) == BOOK_SHAPES[step.key], step.key
         for name in step.listing_steps:
             assert STEP_LINES[name] in view.lines, (step.key, name)
@@ -263,7 +267,7 @@ def test_every_step_has_its_shapes_lines_and_a_figure():
         assert view.panels and all(panel.figure.data for panel in view.panels)
         assert len(view.sentences) >= 2
     with pytest.raises(ValueError, match="step"):
-        step_through_views.build_step_view(trace, labels, 13, batch_index=0, presenter=False, dropout_active=False)
+        step_through.build_step_view(trace, labels, 13, batch_index=0, presenter=False, dropout_active=False)
 
 
 def test_step_figures_hold_the_traced_numbers():
@@ -271,9 +275,7 @@ def test_step_figures_hold_the_traced_numbers():
     x, labels = build_input(InputSpec())
     trace = run_trace(module, x)
     number = [step.key for step in step_through_steps.STEPS].index("softmax") + 1
-    view = step_through_views.build_step_view(
-        trace, labels, number, batch_index=0, presenter=True, dropout_active=False
-    )
+    view = step_through.build_step_view(trace, labels, number, batch_index=0, presenter=True, dropout_active=False)
     main = view.panels[0].figure
     for head in range(2):
         values = next(t for t in main.data if t.meta == {"role": "values", "head": head})
@@ -285,8 +287,8 @@ def test_identity_preset_view_never_touches_the_module_it_is_given():
     before = copy.deepcopy(module.state_dict())
     x, labels = build_input(InputSpec())
     for preset in teaching.PRESETS:
-        view = knobs_views.build_preset_view(
-            knobs_views.run_preset(module, x, labels, preset, num_heads=2), presenter=False
+        view = knobs_that_teach.build_preset_view(
+            knobs_that_teach.run_preset(module, x, labels, preset, num_heads=2), presenter=False
         )
         assert view.panels[0].figure.data
         if preset in teaching.POSITION_PATTERNS:

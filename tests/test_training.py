@@ -341,8 +341,8 @@ def test_trained_spec_refuses_to_write_what_it_cannot_read():
 
 
 def test_the_server_sets_torchs_threads_once_and_training_leaves_them():
-    """Thread pools are the process's: explorer.server_setup sets them at start-up; no run changes them."""
-    from explorer import server_setup
+    """Thread pools are the process's: explorer.glue.server_setup sets them at start-up; no run changes them."""
+    from explorer.glue import server_setup
 
     server_setup.configure_torch()
     assert torch.get_num_threads() == server_setup.INTRA_OP_THREADS

@@ -16,10 +16,18 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_core.training import HELDOUT_SIZE, Inspection, TrainResult
+from mha_core.training import (  # noqa: F401  (for the page)  # noqa: F401  (for the page)
+    HELDOUT_SIZE,
+    TASKS,
+    Inspection,
+    TrainConfig,
+    TrainResult,
+    format_trained_spec,
+    make_config,
+)
 
 from . import figures
-from .panels import Panel, shape_text
+from .panel import Panel, shape_text
 
 # What each task's head score measures, completing "mean weight on ...".
 SCORE_NAMES = {

@@ -8,14 +8,16 @@ import numpy as np
 import torch
 
 from mha_core import masks, teaching
+from mha_core.teaching import IMPLEMENTATIONS, MASK_KINDS, MAX_CROSS_TOKENS, MaskParams  # noqa: F401  (for the page)
 
 from . import figures
-from .panels import Panel, head_names, index_labels, shape_text, to_numpy
+from .panel import Panel, head_names, index_labels, shape_text, to_numpy
 
 # =====================================================================================================================
 # Masks and cross-attention
 # =====================================================================================================================
 
+TORCH_VERSION = torch.__version__
 MASK_TEXT_MAX_KEYS = 12  # print the mask as torch prints it up to this many keys
 
 
@@ -133,3 +135,21 @@ def build_masks_view(
         run.max_diff_explicit_fused,
         implementation,
     )
+
+
+def causal_rows(tgt_len: int, src_len: int) -> list[int]:
+    """The causal mask as one integer per query row, bit j set where key j may be attended (the URL's m0, m1, …)."""
+    return teaching.mask_to_bits(masks.causal(tgt_len, src_len))
+
+
+def rows_to_table(rows: list[int], query_names: list[str], key_names: list[str]):
+    """The editor's table: one row per query, one tick column per key, True where it may attend."""
+    import pandas as pd  # only this page's editor needs it: not imported at start-up (64 MB)
+
+    ticks = teaching.mask_from_bits(rows, len(key_names)).numpy()  # (len(rows), len(key_names)) bool
+    return pd.DataFrame(ticks, index=query_names, columns=key_names)
+
+
+def table_to_rows(table: np.ndarray) -> list[int]:
+    """The editor's (tgt_len, src_len) ticks back to one integer per row."""
+    return teaching.mask_to_bits(torch.tensor(np.asarray(table, dtype=bool)))

@@ -280,7 +280,7 @@ def _inspection(key: tuple, _result: TrainResult):
 
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=False)
 def _trained_view(key: tuple, presenter: bool, _result: TrainResult):
-    from .training_view import build_trained_view
+    from ..views.trained_heads import build_trained_view
 
     return build_trained_view(_result, _inspection(key, _result), presenter=presenter)
 
