@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from explorer.glue import controls, training_cache
+from explorer.glue import controls, trained_link, training_cache
 from explorer.glue import settings as cfg
 from explorer.views import trained_heads
 from explorer.views.trained_heads import TASKS
@@ -201,7 +201,7 @@ def main() -> None:
             layer = st.radio(
                 "layer to open", range(layers), key="w_tr_layer", horizontal=True, format_func=lambda k: f"layer {k}"
             )
-        spec = trained_heads.format_trained_spec(result.config, layer)
+        spec = trained_link.format_trained_spec(result.config, layer)
         label = f"Open layer {layer} in the explorer"
         try:  # in-app navigation keeps the session (and the sidebar's settings)
             st.page_link("app.py", label=label, icon=":material/open_in_new:", query_params={"trained": spec})

@@ -52,7 +52,7 @@ class Settings:
     text: str = BOOK_TEXT
     device: str = "cpu"
     dtype: str = "float32"
-    trained: str = ""  # a trained layer (mha_core.training spec) instead of seeded random weights
+    trained: str = ""  # a trained layer (a trained_link spec) instead of seeded random weights
 
     @property
     def head_dim(self) -> int:
@@ -288,7 +288,7 @@ def clamp_trained(config, layer: int):
     and the task's own vocabulary, length, batch and learning rate. A link asking for more (a 64-token,
     256-batch, 2000-step run takes most of an hour) gets the nearest run the page could have made.
     """
-    from mha_core.training import TASKS
+    from mha_core.tasks import TASKS
 
     defaults = TASKS[config.task].defaults
     heads = max(h for h in TRAIN_HEAD_CHOICES if h <= config.num_heads) if config.num_heads >= 1 else 1
@@ -311,7 +311,7 @@ def clamp_trained(config, layer: int):
 
 def _fit_trained(s: Settings, notices: list[str]) -> Settings:
     """Settings that define the module follow the trained model; a bad spec falls back to random weights."""
-    from mha_core.training import format_trained_spec, parse_trained_spec  # pulls in torch.optim: only when used
+    from .trained_link import format_trained_spec, parse_trained_spec  # pulls in mha_core.training: only when used
 
     try:
         config, layer = parse_trained_spec(s.trained)
