@@ -68,7 +68,7 @@ def main() -> None:
         elif kind == "random":
             seed_int("masks_keep", "keep", 70, 0, 100)
             keep = int(st.slider("chance a position is kept (%)", 0, 100, key="masks_keep"))
-            params = MaskParams(kind=kind, keep_percent=keep, seed=settings.seed)
+            params = views.random_params(keep, settings.seed)
             page_params["keep"] = keep
         elif kind == "custom":
             base_key = f"masks_custom_base_{tgt_len}x{src_len}"
@@ -102,7 +102,7 @@ def main() -> None:
                 column_config={k: st.column_config.CheckboxColumn(k, width="small") for k in k_names},
             )
             rows = views.table_to_rows(edited.to_numpy(dtype=bool))
-            params = MaskParams(kind=kind, custom=tuple(rows))
+            params = views.custom_params(rows, src_len)
             page_params |= {f"m{i}": bits for i, bits in enumerate(rows)}
 
     controls.show_notices()

@@ -15,7 +15,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.views import heads_and_references, step_through, step_through_steps
+from explorer.views import heads_and_references, masks_and_cross_attention, step_through, step_through_steps
 from mha_core import masks, teaching
 from mha_core.heads import separate_heads
 from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
@@ -221,10 +221,10 @@ MASK_CASES = {
         {"window": 2, "window_side": "both"},
         teaching.MaskParams(kind="sliding window", window=2, causal_only=False),
     ),
-    "random": ({"keep": 50}, teaching.MaskParams(kind="random", keep_percent=50, seed=123)),
+    "random": ({"keep": 50}, teaching.MaskParams(kind="random", keep_fraction=0.5, seed=123)),
     "custom": (
         {"m0": 0b111111, "m1": 0, "m2": 0b000101, "m3": 0b100001},  # row q1 and columns k1, k3, k4 empty
-        teaching.MaskParams(kind="custom", custom=(0b111111, 0, 0b000101, 0b100001)),
+        masks_and_cross_attention.custom_params([0b111111, 0, 0b000101, 0b100001], 6),
     ),
 }
 
