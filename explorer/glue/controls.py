@@ -28,7 +28,6 @@ server_setup.configure_process()  # once per process, before any session compute
 idle.start_watcher()  # caches cleared after 5 minutes without a visitor
 
 INPUT_LABELS = {"book": "The book's six words", "random": "Seeded random embeddings", "text": "A sentence you type"}
-UI_KEYS = ("presenter",)  # preferences kept in the URL beside the settings
 
 
 # --- URL <-> settings ----------------------------------------------------------------------------------------------
