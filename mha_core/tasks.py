@@ -163,7 +163,7 @@ def _check_any(vocab_size, seq_len):
 # the registry --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskDefaults:
     """The default budget: what ``train`` uses for arguments left as None."""
 
@@ -184,7 +184,7 @@ class TaskBatch(NamedTuple):
     attend_to: torch.Tensor  # (b, T) long: the key position each scored query should attend to
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Task:
     """A synthetic task: how to sample it, where each query should attend, what it must output."""
 

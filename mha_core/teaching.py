@@ -75,7 +75,7 @@ def entropy_sweep(module: MultiHeadAttention, x: torch.Tensor, multipliers: Sequ
 # --- dropout ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DropoutReport:
     p: float
     keep: torch.Tensor  # (b, h, i, j) bool: dropout kept this weight (masked cells count as kept)
@@ -228,7 +228,7 @@ def cross_inputs(batch_size: int, tgt_len: int, src_len: int, hidden_dim: int, s
     return query, source, [f"q{i}" for i in range(tgt_len)], [f"k{j}" for j in range(src_len)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MaskParams:
     """Everything a mask builder needs; hashable, so it can key a cache."""
 
@@ -272,7 +272,7 @@ def make_mask(params: MaskParams, batch_size: int, tgt_len: int, src_len: int) -
     return mask.expand(batch_size, tgt_len, src_len).clone()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CrossRun:
     trace: Trace  # the explicit implementation: every step
     output_fused: torch.Tensor  # the fused implementation's output on the same inputs
@@ -302,7 +302,7 @@ def run_cross(
         runs[implementation] = trace_forward(module, q, s, s, mask)
     explicit, fused = runs["explicit"], runs["fused"]
     diff = (explicit.output.double() - fused.output.double()).abs().max().item() if explicit.output.numel() else 0.0
-    return CrossRun(explicit, fused.output, diff)
+    return CrossRun(trace=explicit, output_fused=fused.output, max_diff_explicit_fused=diff)
 
 
 # --- references on any device ----------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ HELDOUT_CHUNK = 64  # held-out sequences run at once: the evaluation's memory is
 NUM_LOG_POINTS = 100  # history keeps about this many points; progress is called at each
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Everything that determines a training run: hashable, so usable as a cache key."""
 
@@ -51,7 +51,7 @@ class TrainConfig:
     device: str  # where training runs; the result is always on the CPU
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainHistory:
     """Training-batch loss and accuracy at the logged steps (1-based step numbers)."""
 
@@ -81,7 +81,7 @@ class ExplorerInput(NamedTuple):
     labels: list[str]  # (T,)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class TrainResult:
     """A finished (or stopped) run. Picklable; tensors are on the CPU."""
 

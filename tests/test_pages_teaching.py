@@ -126,7 +126,7 @@ def test_every_step_shows_the_traced_shapes_and_its_lines():
     at = open_page("step", **params)
     trace = run_trace(
         build_module(ModuleSpec(d_in=7, d_out=12, context_length=6, num_heads=3, seed=9)),
-        build_input(InputSpec("random", 5, 7, 3, 9))[0],
+        build_input(InputSpec(kind="random", num_tokens=5, d_in=7, batch_size=3, seed=9))[0],
     )
     for number, step in enumerate(step_through_steps.STEPS, start=1):
         at.slider(key="step_number").set_value(number).run()
@@ -177,7 +177,7 @@ def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
     }
     at = open_page("heads", **params)
     spec = ModuleSpec(d_in=12, d_out=12, context_length=7, num_heads=4, qkv_bias=True, seed=5)
-    x, _ = build_input(InputSpec("random", 7, 12, 2, 5))
+    x, _ = build_input(InputSpec(kind="random", num_tokens=7, d_in=12, batch_size=2, seed=5))
 
     heads_table = at.dataframe[0].value
     expected = separate_heads(build_module(spec), x).max_abs_diff

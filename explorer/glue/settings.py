@@ -34,7 +34,7 @@ TRAIN_MIN_STEPS, TRAIN_MAX_STEPS = 10, 2000
 MAX_ATTENTION_CELLS = MAX_HEADS * MAX_TOKENS * MAX_TOKENS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything that determines what the explorer computes. Defaults are the book's example."""
 
@@ -59,20 +59,15 @@ class Settings:
         return self.d_out // self.num_heads
 
     def module_spec(self) -> ModuleSpec:
-        return ModuleSpec(
-            self.d_in,
-            self.d_out,
-            self.context_length,
-            self.dropout,
-            self.num_heads,
-            self.qkv_bias,
-            self.seed,
-            self.device,
-            self.dtype,
-        )
+        return self._spec(ModuleSpec)
 
     def input_spec(self) -> InputSpec:
-        return InputSpec(self.input, self.num_tokens, self.d_in, self.batch_size, self.seed, self.text)
+        return self._spec(InputSpec, kind=self.input)
+
+    def _spec(self, spec_class, **renamed):
+        """A spec whose every field is this setting of the same name (or given in ``renamed``): listed once."""
+        own = {f.name: getattr(self, f.name) for f in fields(spec_class) if f.name not in renamed}
+        return spec_class(**own, **renamed)
 
     def is_book_example(self) -> bool:
         """True when the output must equal the book's printed numbers (any batch size or device)."""
