@@ -231,6 +231,20 @@ def variant_calls(module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
     }
 
 
+def _measured_module(spec: CostSpec, context_length: int):
+    """The one module every variant runs: E = d_in = d_out = h · head_dim, seeded, on the spec's device and dtype."""
+    module_spec = runs.ModuleSpec(
+        d_in=spec.d_model,
+        d_out=spec.d_model,
+        context_length=context_length,
+        num_heads=spec.num_heads,
+        seed=spec.seed,
+        device=spec.device,
+        dtype=spec.dtype,
+    )
+    return runs.build_module(module_spec)
+
+
 def measure(
     spec: CostSpec,
     variants: Sequence[str] = tuple(VARIANTS),
@@ -252,17 +266,7 @@ def measure(
         raise TimeoutError("another measurement is running; try again in a minute")
     try:
         begin = time.perf_counter()
-        module = runs.build_module(
-            runs.ModuleSpec(
-                d_in=spec.d_model,
-                d_out=spec.d_model,
-                context_length=tokens[-1],
-                num_heads=spec.num_heads,
-                seed=spec.seed,
-                device=spec.device,
-                dtype=spec.dtype,
-            )
-        )
+        module = _measured_module(spec, context_length=tokens[-1])
         generator = torch.Generator().manual_seed(spec.seed)
         points: list[CostPoint] = []
         skipped: list[int] = []

@@ -113,6 +113,8 @@ def parse_trained_spec(text: str) -> tuple[TrainConfig, int]:
 
 
 def _spec_int(part: str, prefix: str, name: str, low: int, high: int) -> int:
+    """One ``<prefix><number>`` part, or ValueError. Stricter than ``settings.parse_int`` on purpose: no sign, no
+    leading zero, no clamping (one spelling per config), and it raises where parse_int corrects with a notice."""
     match = re.fullmatch(re.escape(prefix) + _SPEC_INT, part)
     if match is None:
         raise ValueError(f"expected {prefix}<number> for {name} in trained spec, got {_spec_quote(part)}")
