@@ -15,19 +15,11 @@ from urllib.parse import urlencode
 import pytest
 import torch
 
-from bench.load_test import (
-    Session,
-    StreamlitServer,
-    big_query,
-    check_run,
-    hang_up_mid_run,
-    metrics,
-    session_query,
-    settings_from_query,
-)
-from bench.memory_report import MALLOC_ENV
 from explorer.glue import controls
 from explorer.glue import settings as cfg
+from harness.checks import big_query, check_run, session_query, settings_from_query
+from harness.server import MALLOC_ENV, StreamlitServer, metrics
+from harness.session import Session, hang_up_mid_run
 from mha_core import devices, profiling, runs, teaching, training
 
 from .apptest_helpers import PAGES, ROOT, check_page, open_page
