@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
@@ -84,6 +83,7 @@ def test_sliding_window_reached_by_the_widgets_with_one_key():
 
 
 def _boundary_script(kind: str) -> None:
+    import streamlit as st
     from streamlit.errors import StreamlitAPIException
 
     from explorer.glue import controls
