@@ -1,14 +1,13 @@
 """The Explorer: the book's MultiHeadAttention run from sliders, every step drawn head by head.
 
-Pages lay out; they do not compute. Settings and caches live in explorer.controls, the
-figures in explorer.panels and explorer.figures, the numbers in mha_core.
+Pages lay out; they do not compute. Settings and caches live in explorer.glue.controls, the
+figures in explorer.views.attention_explorer and explorer.views.figures, the numbers in mha_core.
 """
 
 import streamlit as st
 
-from explorer import controls
-from explorer.panels import SECTIONS
-from mha_core.book import PRINTED_OUTPUT
+from explorer.glue import controls
+from explorer.views.attention_explorer import PRINTED_OUTPUT, SECTIONS
 
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍", layout="wide")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from explorer import figures, panels  # noqa: E402
-from explorer.settings import parse_query  # noqa: E402
+from explorer.glue.settings import parse_query  # noqa: E402
+from explorer.views import attention_explorer, figures  # noqa: E402
 from mha_core import runs  # noqa: E402
 
 CASES = {
@@ -30,8 +30,10 @@ CASES = {
 
 def main() -> None:
     warm = parse_query({})[0]  # imports and first calls, outside the timings
-    warm_run = panels.run_explorer(runs.build_module(warm.module_spec()), *runs.build_input(warm.input_spec()), warm)
-    panels.build_view(warm_run, section="attention", batch_index=0, enlarge=None, presenter=False)
+    warm_run = attention_explorer.run_explorer(
+        runs.build_module(warm.module_spec()), *runs.build_input(warm.input_spec()), warm
+    )
+    attention_explorer.build_view(warm_run, section="attention", batch_index=0, enlarge=None, presenter=False)
     print("| settings | section | figures | figure JSON per rerun | forward (ms) | figures (ms) |")
     print("|---|---|---:|---:|---:|---:|")
     for name, query in CASES.items():
@@ -39,11 +41,11 @@ def main() -> None:
         module = runs.build_module(settings.module_spec())
         x, labels = runs.build_input(settings.input_spec())
         start = time.perf_counter()
-        run = panels.run_explorer(module, x, labels, settings)
+        run = attention_explorer.run_explorer(module, x, labels, settings)
         forward = time.perf_counter() - start
         for section in ("attention", "reshapes"):
             start = time.perf_counter()
-            view = panels.build_view(run, section=section, batch_index=0, enlarge=None, presenter=False)
+            view = attention_explorer.build_view(run, section=section, batch_index=0, enlarge=None, presenter=False)
             seconds = time.perf_counter() - start
             nbytes = sum(figures.figure_nbytes(panel.figure) for panel in view.panels)
             print(

@@ -28,7 +28,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.load_test import RssSampler, RunResult, Session, StreamlitServer  # noqa: E402
+from harness.rss import RssSampler  # noqa: E402
+from harness.server import StreamlitServer, metrics  # noqa: E402
+from harness.session import RunResult, Session  # noqa: E402
 
 LARGEST = "num_heads=16&d_out=1024&num_tokens=1024&input=random&batch_size=1&d_in=64"
 MEDIUM = "num_heads=8&d_out=64&num_tokens=64&input=random"
@@ -82,12 +83,10 @@ def open_together(port: int, queries: list[str], timeout: float = 300) -> tuple[
 def cache_bytes(url: str) -> dict[str, int]:
     """cache_memory_bytes per cache from the server's /_stcore/metrics (entry counts for cache_resource)."""
     found = {}
-    with urllib.request.urlopen(f"{url}/_stcore/metrics", timeout=10) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("cache_memory_bytes{"):
-                labels, value = line.rsplit(" ", 1)
-                name = labels.split('cache="', 1)[1].split('"', 1)[0] or labels.split('cache_type="')[1].split('"')[0]
-                found[name] = int(float(value))
+    for labels, value in metrics(url).items():
+        if labels.startswith("cache_memory_bytes{"):
+            name = labels.split('cache="', 1)[1].split('"', 1)[0] or labels.split('cache_type="')[1].split('"')[0]
+            found[name] = int(value)
     return found
 
 
@@ -133,11 +132,6 @@ def scenarios(
     return done
 
 
-# glibc: two malloc arenas, and blocks of 1 MiB or more mmapped, from the process's start. The app sets the same
-# through mallopt at import (explorer.controls); tests that watch RSS closely also set it from the environment.
-MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
-
-
 # --- the breakdown, run in a fresh interpreter --------------------------------------------------------------------
 
 BREAKDOWN = r"""
@@ -175,16 +169,20 @@ rows.append({"step": "python", "rss_mb": round(status_mb("VmRSS"), 1)})
 torch = step("import torch", lambda: __import__("torch"))
 step("import streamlit, plotly", lambda: (__import__("streamlit"), __import__("plotly.graph_objects")))
 sys.path.insert(0, sys.argv[1])
-step("import explorer, mha_core", lambda: (__import__("explorer.panels"), __import__("mha_core.runs")))
+step(
+    "import explorer, mha_core",
+    lambda: (__import__("explorer.views.attention_explorer"), __import__("mha_core.runs")),
+)
 import numpy as np
-from explorer import figures, panels, settings as cfg
+from explorer.glue import settings as cfg
+from explorer.views import attention_explorer, figures
 from mha_core import runs
 
 def view_of(module, settings):
     # one run, then both sections' figures, as the explorer's caches build them
     x, labels = runs.build_input(settings.input_spec())
-    run = panels.run_explorer(module, x, labels, settings)
-    return [panels.build_view(run, section=name, batch_index=0, enlarge=None, presenter=False)
+    run = attention_explorer.run_explorer(module, x, labels, settings)
+    return [attention_explorer.build_view(run, section=name, batch_index=0, enlarge=None, presenter=False)
             for name in ("attention", "reshapes")]
 
 settings, _ = cfg.parse_query({"num_heads": "16", "d_out": "1024", "num_tokens": "1024", "input": "random",
@@ -200,7 +198,7 @@ for name, tensor in trace.steps.items():
         steps[name] = tensor.untyped_storage().nbytes()
 big = {k: v for k, v in steps.items() if v >= 2**20}
 attention = step("attention figures from the trace",
-                 lambda: panels.attention_panels(trace, labels, batch_index=0, presenter=False,
+                 lambda: attention_explorer.attention_panels(trace, labels, batch_index=0, presenter=False,
                                                  mask_buffer=module.mask, dropout_shown=False))
 del attention, trace
 step("del trace and figures, gc.collect()", gc.collect)
@@ -269,7 +267,7 @@ def markdown(found: list[Scenario], parts: dict | None, title: str = "this check
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in found:
-        data = s.cache_bytes.get("explorer.controls.cached_view", 0)
+        data = s.cache_bytes.get("explorer.glue.controls.cached_view", 0)
         lines.append(
             f"| {s.name} | {s.sessions} | {s.before_mb:.0f} | **{s.peak_mb:.0f}** | {s.open_mb:.0f} | "
             f"{s.closed_mb:.0f} | {s.settled_mb:.0f} | {s.seconds:.1f} s | {len(s.errors)} | "

@@ -5,8 +5,8 @@ The step is in the URL (?step=5), so a teacher's link opens on the step being di
 
 import streamlit as st
 
-from explorer import controls, teaching_cache
-from explorer.step_through_steps import STEP_COUNT, line_ranges
+from explorer.glue import controls, teaching_cache
+from explorer.views.step_through_steps import STEP_COUNT, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 

@@ -5,10 +5,10 @@
    and float64, on the chosen device.
 """
 
-import pandas as pd
 import streamlit as st
 
-from explorer import controls, references_views, teaching_cache
+from explorer.glue import controls, teaching_cache
+from explorer.views import heads_and_references
 
 st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")
 
@@ -58,9 +58,7 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
             )
 
     heads_view = teaching_cache.heads_view(settings, batch_index, presenter)
-    diffs = pd.DataFrame(
-        {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
-    )
+    diffs = {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
     worst = max(heads_view.max_abs_diff.values())
     st.metric("largest difference, any step, any head", "0: bit for bit" if worst == 0 else f"{worst:.3g}")
     st.dataframe(
@@ -76,7 +74,7 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
 
 
 def references_part(settings, presenter: bool) -> None:
-    st.markdown(references_views.FUSED_NO_WEIGHTS)
+    st.markdown(heads_and_references.FUSED_NO_WEIGHTS)
     columns = teaching_cache.reference_dtypes(settings)
     if not presenter:
         st.markdown(
@@ -89,7 +87,7 @@ def references_part(settings, presenter: bool) -> None:
         if moved:
             st.info(f"{settings.device} has no float64, so the float64 column runs on the cpu.")
     reports = teaching_cache.references(settings)
-    table = pd.DataFrame(references_views.reference_table(reports))
+    table = heads_and_references.reference_table(reports)
     st.dataframe(
         table,
         hide_index=True,
@@ -103,7 +101,7 @@ def references_part(settings, presenter: bool) -> None:
             "rows show how far torch's float64 kernels are from ours."
         )
     for name, report in reports.items():
-        if references_views.within_torch_error(report):
+        if heads_and_references.within_torch_error(report):
             st.success(
                 f"{name}: our errors are within twice torch's own, as flash-attention's tests require.",
                 icon=":material/check_circle:",

@@ -5,13 +5,12 @@ opposite, and masks.to_blocked translates. Fully masked rows get zero weights an
 gives. The page's state (lengths, mask, its parameters, a custom mask row by row) is in the URL.
 """
 
-import pandas as pd
 import streamlit as st
-import torch
 
-from explorer import controls, references_views, teaching_cache
-from mha_core import masks, teaching
-from mha_core.teaching import MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
+from explorer.glue import controls, teaching_cache
+from explorer.views import heads_and_references
+from explorer.views import masks_and_cross_attention as views
+from explorer.views.masks_and_cross_attention import MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
 
 st.set_page_config(
     page_title="Masks and cross-attention · Multi-Head Attention Explorer", page_icon="🎭", layout="wide"
@@ -29,7 +28,7 @@ def main() -> None:
     tgt_len = seed_int("masks_tgt", "tgt_len", 4, 1, MAX_CROSS_TOKENS)
     src_len = seed_int("masks_src", "src_len", 6, 1, MAX_CROSS_TOKENS)
     seed_choice("masks_kind", "mask", "causal", MASK_KINDS)
-    seed_choice("masks_impl", "impl", "explicit", teaching.IMPLEMENTATIONS)
+    seed_choice("masks_impl", "impl", "explicit", views.IMPLEMENTATIONS)
     seed_int("masks_batch", "batch", 0, 0, batch_size - 1)
 
     controls_box = st.expander("Lengths, mask and implementation", expanded=False) if presenter else st.container()
@@ -38,9 +37,7 @@ def main() -> None:
         c1.slider("query length (tgt_len)", 1, MAX_CROSS_TOKENS, key="masks_tgt")
         c2.slider("key length (src_len)", 1, MAX_CROSS_TOKENS, key="masks_src")
         kind = c3.selectbox("mask", MASK_KINDS, key="masks_kind")
-        implementation = c4.radio(
-            "attention implementation", teaching.IMPLEMENTATIONS, key="masks_impl", horizontal=True
-        )
+        implementation = c4.radio("attention implementation", views.IMPLEMENTATIONS, key="masks_impl", horizontal=True)
         batch_index = int(c5.number_input("batch element", 0, batch_size - 1, key="masks_batch"))
 
         page_params: dict[str, object] = {}
@@ -71,14 +68,14 @@ def main() -> None:
         elif kind == "random":
             seed_int("masks_keep", "keep", 70, 0, 100)
             keep = int(st.slider("chance a position is kept (%)", 0, 100, key="masks_keep"))
-            params = MaskParams(kind=kind, keep_percent=keep, seed=settings.seed)
+            params = views.random_params(keep, settings.seed)
             page_params["keep"] = keep
         elif kind == "custom":
             base_key = f"masks_custom_base_{tgt_len}x{src_len}"
             editor_key = f"masks_editor_{tgt_len}x{src_len}"
             full_row = 2**src_len - 1
             if base_key not in state:  # first time at this size: the URL's rows, else causal
-                causal_rows = teaching.mask_to_bits(masks.causal(tgt_len, src_len))
+                causal_rows = views.causal_rows(tgt_len, src_len)
                 state[base_key] = [controls.url_int(f"m{i}", causal_rows[i], 0, full_row) for i in range(tgt_len)]
 
             def _reset(rows: list[int]) -> None:
@@ -92,13 +89,11 @@ def main() -> None:
                 "causal",
                 key="masks_causal",
                 on_click=_reset,
-                args=(teaching.mask_to_bits(masks.causal(tgt_len, src_len)),),
+                args=(views.causal_rows(tgt_len, src_len),),
             )
             q_names = [f"q{i}" for i in range(tgt_len)]
             k_names = [f"k{j}" for j in range(src_len)]
-            base = pd.DataFrame(
-                teaching.mask_from_bits(state[base_key], src_len).numpy(), index=q_names, columns=k_names
-            )
+            base = views.rows_to_table(state[base_key], q_names, k_names)
             st.caption("Tick a cell to let that query attend to that key. Empty rows and columns are allowed.")
             edited = st.data_editor(
                 base,
@@ -106,8 +101,8 @@ def main() -> None:
                 width="content",
                 column_config={k: st.column_config.CheckboxColumn(k, width="small") for k in k_names},
             )
-            rows = teaching.mask_to_bits(torch.tensor(edited.to_numpy(dtype=bool)).reshape(tgt_len, src_len))
-            params = MaskParams(kind=kind, custom=tuple(rows))
+            rows = views.table_to_rows(edited.to_numpy(dtype=bool))
+            params = views.custom_params(rows, src_len)
             page_params |= {f"m{i}": bits for i, bits in enumerate(rows)}
 
     controls.show_notices()
@@ -129,7 +124,7 @@ def main() -> None:
         zero = "are exactly 0" if view.context_zero_on_masked_rows else "are NOT 0"
         st.markdown(
             f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as "
-            f"F.scaled_dot_product_attention gives in this torch ({torch.__version__}; some older versions gave "
+            f"F.scaled_dot_product_attention gives in this torch ({views.TORCH_VERSION}; some older versions gave "
             "NaN), so their output is just `out_project`'s bias"
             f"{' (zero here: qkv_bias is off)' if not settings.qkv_bias else ''}. A hand-written softmax would divide "
             f"0 by 0 instead: on these very scores it gives NaN in {view.handwritten_nan_rows} "
@@ -137,7 +132,7 @@ def main() -> None:
         )
 
     # --- explicit vs fused -------------------------------------------------------------------------------------------
-    tolerance = references_views.agreement_tolerance(settings.dtype)
+    tolerance = heads_and_references.agreement_tolerance(settings.dtype)
     m1, m2 = st.columns(2)
     m1.metric("max |explicit − fused| output", f"{view.max_diff_explicit_fused:.2e}")
     m2.metric(

@@ -1,7 +1,7 @@
 """Trained heads: train a tiny model built from the real MultiHeadAttention, then look at what its heads learned.
 
-Pages lay out; they do not compute. Training and its caches live in explorer.training_cache, the
-figures in explorer.training_view, the model and tasks in mha_core.training.
+Pages lay out; they do not compute. Training and its caches live in explorer.glue.training_cache, the
+figures in explorer.views.trained_heads, the model and tasks in mha_core.training.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from explorer import controls, training_cache, training_view
-from explorer import settings as cfg
-from mha_core import training
-from mha_core.training import TASKS
+from explorer.glue import controls, trained_link, training_cache
+from explorer.glue import settings as cfg
+from explorer.views import trained_heads
+from explorer.views.trained_heads import TASKS
 
 st.set_page_config(page_title="Trained heads · Multi-Head Attention Explorer", page_icon="🎓", layout="wide")
 
@@ -94,7 +94,7 @@ def main() -> None:
         state.w_tr_layer = min(int(state.w_tr_layer), int(layers) - 1)  # before its radio is drawn
         return PageParams(task, int(heads), int(layers), int(steps), state.w_tr_layer)
 
-    def train_config(params: PageParams, settings) -> training.TrainConfig:
+    def train_config(params: PageParams, settings) -> trained_heads.TrainConfig:
         """The config to train: the page's choices plus the sidebar's device and seed."""
         shape = {
             "num_heads": params.heads,
@@ -104,10 +104,10 @@ def main() -> None:
             "seed": settings.seed,
         }
         try:
-            return training.make_config(params.task, **shape, device=settings.device)
+            return trained_heads.make_config(params.task, **shape, device=settings.device)
         except ValueError as error:
             controls.notice(f"Training on cpu instead of {settings.device}: {error}")
-            return training.make_config(params.task, **shape, device="cpu")
+            return trained_heads.make_config(params.task, **shape, device="cpu")
 
     def _request_training() -> None:
         """The Train button's on_click: the job starts in the script, once the config is known."""
@@ -137,7 +137,7 @@ def main() -> None:
             due = step - drawn["step"] >= total / 10 or time.monotonic() - drawn["time"] >= 2.0 or not job.running
             if steps and step > drawn["step"] and due:
                 drawn.update(step=step, time=time.monotonic(), count=drawn["count"] + 1)
-                figs = training_view.curve_figures(steps, loss, accuracy, total=total, presenter=presenter)
+                figs = trained_heads.curve_figures(steps, loss, accuracy, total=total, presenter=presenter)
                 for slot, fig, name in zip((loss_slot, accuracy_slot), figs, ("loss", "accuracy"), strict=True):
                     slot.plotly_chart(fig, width="stretch", theme=None, key=f"live_{name}_{drawn['count']}")
 
@@ -145,7 +145,7 @@ def main() -> None:
 
     # --- results ------------------------------------------------------------------------------------------------------
 
-    def show_result(result: training.TrainResult, presenter: bool) -> None:
+    def show_result(result: trained_heads.TrainResult, presenter: bool) -> None:
         config = result.config
         view = training_cache.trained_view(result, presenter)
         if result.stopped_early:
@@ -154,15 +154,15 @@ def main() -> None:
                 "session only; press Train for a full run.",
                 icon=":material/stop_circle:",
             )
-        best_layer, best_head, best_score = training_view.best_marked_head(result)
+        best_layer, best_head, best_score = trained_heads.best_marked_head(result)
         where = f"layer {best_layer}, head {best_head}" if config.num_layers > 1 else f"head {best_head}"
         columns = st.columns(4)
         columns[0].metric(
             "held-out accuracy",
             f"{result.heldout_accuracy:.1%}",
-            help=f"Scored positions of {training.HELDOUT_SIZE} sequences never trained on.",
+            help=f"Scored positions of {trained_heads.HELDOUT_SIZE} sequences never trained on.",
         )
-        columns[1].metric(f"best head ({where})", f"{best_score:.2f}", help=training_view.score_name(config.task))
+        columns[1].metric(f"best head ({where})", f"{best_score:.2f}", help=trained_heads.score_name(config.task))
         columns[2].metric("this example", f"{view.example_correct} of {view.example_scored} right")
         columns[3].metric(
             "training time", f"{result.seconds:.1f} s", help=f"{result.steps_run} steps on {config.device}"
@@ -190,7 +190,7 @@ def main() -> None:
         with accuracy_column:
             controls.show_figure(view.curves[1], presenter)
 
-    def show_explorer_link(result: training.TrainResult) -> None:
+    def show_explorer_link(result: trained_heads.TrainResult) -> None:
         st.markdown("**Take a trained layer to the explorer**")
         if result.stopped_early:
             st.caption("A stopped run stays on this page; finish a full run to open it in the explorer.")
@@ -201,7 +201,7 @@ def main() -> None:
             layer = st.radio(
                 "layer to open", range(layers), key="w_tr_layer", horizontal=True, format_func=lambda k: f"layer {k}"
             )
-        spec = training.format_trained_spec(result.config, layer)
+        spec = trained_link.format_trained_spec(result.config, layer)
         label = f"Open layer {layer} in the explorer"
         try:  # in-app navigation keeps the session (and the sidebar's settings)
             st.page_link("app.py", label=label, icon=":material/open_in_new:", query_params={"trained": spec})

@@ -1,24 +1,25 @@
 """Cost: how time and memory grow with the sequence length, for four ways to run the same attention.
 
-The measurement (mha_core.cost) uses the sidebar's device, dtype, num_heads, head_dim and batch_size; the
-figures and the table come from explorer.cost_view. Nothing is measured until "Measure" is pressed.
+The measurement (explorer.glue.measuring, mha_core.profiling) uses the sidebar's device, dtype, num_heads,
+head_dim and batch_size; the figures and the table come from explorer.views.cost.
+Nothing is measured until "Measure" is pressed.
 """
 
 import streamlit as st
 
-from explorer import admission, controls, cost_view
-from explorer.panels import Panel
-from mha_core import cost
+from explorer.glue import admission, controls, measuring
+from explorer.views import cost
+from explorer.views.panel import Panel
 
 st.set_page_config(page_title="Cost · Multi-Head Attention Explorer", page_icon="⏱️", layout="wide")
 
-TOKEN_CHOICES = [t for t in cost.TOKEN_STEPS if t >= cost_view.MIN_TOKENS]  # 64, 128, ..., 1024
+TOKEN_CHOICES = [t for t in cost.TOKEN_STEPS if t >= cost.MIN_TOKENS]  # 64, 128, ..., 1024
 TIME_BUDGET_S = 30.0  # one measurement, all lengths and variants together
 
 
 def max_tokens_from_url() -> int:
     """The page's ?max_tokens=, clamped to 64–1024 and rounded down to a measured length."""
-    wanted = controls.url_int("max_tokens", cost_view.DEFAULT_MAX_TOKENS, TOKEN_CHOICES[0], TOKEN_CHOICES[-1])
+    wanted = controls.url_int("max_tokens", cost.DEFAULT_MAX_TOKENS, TOKEN_CHOICES[0], TOKEN_CHOICES[-1])
     snapped = max(t for t in TOKEN_CHOICES if t <= wanted)
     if snapped != wanted:
         controls.notice(f"max_tokens={wanted} is not one of the measured lengths; using {snapped}.")
@@ -57,7 +58,7 @@ def main() -> None:
         dtype=settings.dtype,
         seed=settings.seed,
         max_tokens=longest,
-        min_tokens=cost_view.MIN_TOKENS,
+        min_tokens=cost.MIN_TOKENS,
         time_budget_s=TIME_BUDGET_S,
     )
     tokens = cost.token_counts(spec.max_tokens, spec.min_tokens)
@@ -69,21 +70,12 @@ def main() -> None:
             "keeps every step, torch's fused `F.scaled_dot_product_attention`, and `torch.nn.MultiheadAttention` "
             f"with the same weights. At most {TIME_BUDGET_S:.0f} s: lengths that would run over are skipped."
         )
-    st.markdown(cost_view.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens))
+    st.markdown(cost.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens))
 
     if st.button("Measure", type="primary", key="cost_measure"):
         bar = st.progress(0.0, text="Waiting for the CPU…")
-        ended = admission.session_ended()
-
-        def progress(done: float, text: str) -> None:
-            """Called between measurements: a closed tab stops the measurement here."""
-            if ended():
-                raise admission.SessionEndedError("the Cost measurement")
-            bar.progress(min(1.0, done), text)
-
         try:
-            with admission.admit("the Cost measurement", should_stop=ended):
-                state.cost_report = cost.measure(spec, progress=progress)
+            state.cost_report = measuring.measure_cost(spec, bar.progress)
         except TimeoutError as error:
             st.warning(f"{error}.", icon="⏳")
         bar.empty()
@@ -114,8 +106,8 @@ def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -
             "cost_memory",
             "Peak memory: the explicit paths grow like T²",
             f"Attention matrices {shape}; log-log axes, so T² is a straight line of slope 2. "
-            + cost_view.memory_method(report.spec.device),
-            cost_view.memory_figure(report, presenter),
+            + cost.memory_method(report.spec.device),
+            cost.memory_figure(report, presenter),
         ),
         presenter,
     )
@@ -125,13 +117,13 @@ def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -
             "Forward time",
             f"Median of {report.spec.repeats} calls after a warm-up, {shape}. Times on a shared "
             "server vary with what other visitors run.",
-            cost_view.time_figure(report, presenter),
+            cost.time_figure(report, presenter),
         ),
         presenter,
     )
     st.subheader("Measured beside the formula")
-    st.dataframe(cost_view.table_rows(report), hide_index=True, width="stretch", key="cost_table")
-    trace_rows = cost_view.trace_rows(report)
+    st.dataframe(cost.table_rows(report), hide_index=True, width="stretch", key="cost_table")
+    trace_rows = cost.trace_rows(report)
     if trace_rows:
         same = all(row["equal"] for row in trace_rows)
         st.markdown(

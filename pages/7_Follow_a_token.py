@@ -1,12 +1,12 @@
 """Follow one token: every head at a glance, then one query token through each head to its output row.
 
 The token and batch element are in the URL (?token=1&batch=0). Every number comes from the explorer's traced run
-(explorer.token_view, explorer.head_view); the page lays them out.
+(explorer.views.follow_a_token, explorer.views.head_view); the page lays them out.
 """
 
 import streamlit as st
 
-from explorer import controls, teaching_cache
+from explorer.glue import controls, teaching_cache
 
 st.set_page_config(page_title="Follow a token · Multi-Head Attention Explorer", page_icon="🔎", layout="wide")
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.settings import Settings, parse_query, to_query
+from explorer.glue.settings import Settings, parse_query, to_query
 from mha_core import runs
 from mha_core.book import PRINTED_OUTPUT
 
@@ -77,11 +77,11 @@ def test_only_the_open_section_is_drawn_and_sent():
 
 def test_presentation_choices_reuse_the_computed_run(monkeypatch):
     """Presenter mode, the batch element, an enlarged head and the section redraw from the cached run."""
-    from explorer import panels
+    from explorer.views import attention_explorer
 
     calls = []
-    original = panels.run_explorer
-    monkeypatch.setattr(panels, "run_explorer", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = attention_explorer.run_explorer
+    monkeypatch.setattr(attention_explorer, "run_explorer", lambda *a, **k: calls.append(1) or original(*a, **k))
     query = dict(input="random", num_tokens="7", batch_size="2", seed="4242")
     run_page(APP, **query)
     assert len(calls) == 1

@@ -2,8 +2,8 @@
 
 import pytest
 
-from explorer.controls import HEAVY_CELLS
-from explorer.settings import parse_query
+from explorer.glue.controls import HEAVY_CELLS
+from explorer.glue.settings import parse_query
 
 from .apptest_helpers import run_page
 

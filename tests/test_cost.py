@@ -1,4 +1,4 @@
-"""mha_core.cost (formula, memory accounting, report structure) and the Cost page through AppTest.
+"""mha_core.profiling (formula, memory accounting, report structure) and the Cost page through AppTest.
 
 No timing is asserted: times on a shared machine say nothing. Memory is counted in bytes, so it is exact.
 """
@@ -6,19 +6,19 @@ No timing is asserted: times on a shared machine say nothing. Memory is counted 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import cost_view
-from mha_core import cost, runs
+from explorer.views import cost
+from mha_core import profiling, runs
 from mha_core.trace import trace_forward
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGE = str(ROOT / "pages" / "6_Cost.py")
-SMALL = cost.CostSpec(
+from .apptest_helpers import run_page
+
+PAGE = "pages/6_Cost.py"
+SMALL = profiling.CostSpec(
     num_heads=2, head_dim=4, batch_size=2, max_tokens=128, min_tokens=32, repeats=1, time_budget_s=120
 )
 
@@ -34,32 +34,32 @@ SMALL = cost.CostSpec(
     ],
 )
 def test_attention_matrix_bytes_is_b_h_t_squared_bytes(b, h, t, dtype, expected):
-    assert cost.attention_matrix_bytes(b, h, t, dtype) == expected
+    assert profiling.attention_matrix_bytes(b, h, t, dtype) == expected
 
 
 @pytest.mark.parametrize(("b", "h", "d", "t"), [(1, 1, 1, 1), (2, 3, 4, 7), (1, 16, 2, 64)])
 def test_traced_attention_steps_hold_exactly_the_formulas_bytes(b, h, d, t):
     module = runs.build_module(runs.ModuleSpec(d_in=5, d_out=h * d, context_length=t, num_heads=h))
     trace = trace_forward(module, torch.rand(b, t, 5))
-    measured = cost.trace_matrix_bytes(trace)
-    assert set(measured) == set(cost.ATTENTION_STEPS)
-    formula = cost.attention_matrix_bytes(b, h, t, "float32")
-    assert measured == dict.fromkeys(cost.ATTENTION_STEPS, formula)
-    for name in cost.ATTENTION_STEPS:  # and each is its own (b, h, T, T) storage of exactly that size
+    measured = profiling.trace_matrix_bytes(trace)
+    assert set(measured) == set(profiling.ATTENTION_STEPS)
+    formula = profiling.attention_matrix_bytes(b, h, t, "float32")
+    assert measured == dict.fromkeys(profiling.ATTENTION_STEPS, formula)
+    for name in profiling.ATTENTION_STEPS:  # and each is its own (b, h, T, T) storage of exactly that size
         assert trace.steps[name].shape == (b, h, t, t)
         assert trace.steps[name].untyped_storage().nbytes() == formula
 
 
 def test_token_counts_double_up_to_the_maximum():
-    assert cost.token_counts(1024) == [64, 128, 256, 512, 1024]
-    assert cost.token_counts(300) == [64, 128, 256]
-    assert cost.token_counts(128, min_tokens=16) == [16, 32, 64, 128]
-    assert cost.token_counts(10) == [10]
+    assert profiling.token_counts(1024) == [64, 128, 256, 512, 1024]
+    assert profiling.token_counts(300) == [64, 128, 256]
+    assert profiling.token_counts(128, min_tokens=16) == [16, 32, 64, 128]
+    assert profiling.token_counts(10) == [10]
 
 
 def test_live_tensor_bytes_counts_new_storages_once_and_frees_them():
     x = torch.ones(256, 256)  # made before counting: not counted, nor are its views
-    with cost.LiveTensorBytes() as counter:
+    with profiling.LiveTensorBytes() as counter:
         view = x.view(-1)
         assert counter.current == 0
         y = x * 2  # a new (256, 256) float32 storage
@@ -80,11 +80,11 @@ def test_explicit_forward_holds_four_attention_matrices_at_its_peak_and_sdpa_non
     b, h, d, t = 1, 4, 8, 256
     module = runs.build_module(runs.ModuleSpec(d_in=h * d, d_out=h * d, context_length=t, num_heads=h))
     x = torch.rand(b, t, h * d)
-    formula = cost.attention_matrix_bytes(b, h, t, "float32")
-    calls = cost.variant_calls(module, x)
-    explicit = cost.peak_bytes(calls["explicit"], x.device)
-    traced = cost.peak_bytes(calls["traced"], x.device)
-    sdpa = cost.peak_bytes(calls["sdpa"], x.device)
+    formula = profiling.attention_matrix_bytes(b, h, t, "float32")
+    calls = profiling.variant_calls(module, x)
+    explicit = profiling.peak_bytes(calls["explicit"], x.device)
+    traced = profiling.peak_bytes(calls["traced"], x.device)
+    sdpa = profiling.peak_bytes(calls["sdpa"], x.device)
     # scores, masked scores, scaled scores and weights are alive together at the softmax
     assert 4 * formula <= explicit < 6 * formula
     assert traced >= explicit
@@ -93,61 +93,56 @@ def test_explicit_forward_holds_four_attention_matrices_at_its_peak_and_sdpa_non
 
 def test_measure_returns_every_variant_at_every_length_and_memory_grows_like_t_squared():
     seen = []
-    report = cost.measure(SMALL, progress=lambda done, text: seen.append((done, text)))
+    report = profiling.measure(SMALL, progress=lambda done, text: seen.append((done, text)))
     assert report.tokens() == [32, 64, 128]
     assert not report.skipped
-    assert {(p.variant, p.num_tokens) for p in report.points} == {(v, t) for v in cost.VARIANTS for t in [32, 64, 128]}
+    assert {(p.variant, p.num_tokens) for p in report.points} == {
+        (v, t) for v in profiling.VARIANTS for t in [32, 64, 128]
+    }
     for point in report.points:
         assert point.seconds > 0 and point.peak_bytes > 0
-        assert point.matrix_bytes == cost.attention_matrix_bytes(2, 2, point.num_tokens, "float32")
+        assert point.matrix_bytes == profiling.attention_matrix_bytes(2, 2, point.num_tokens, "float32")
     explicit = report.series("peak_bytes")["explicit"]
     assert explicit[2] > 3 * explicit[1] > 9 * explicit[0]  # ×4 per doubling, less the O(T) terms
-    assert report.trace_bytes == dict.fromkeys(cost.ATTENTION_STEPS, cost.attention_matrix_bytes(2, 2, 128, "float32"))
+    assert report.trace_bytes == dict.fromkeys(
+        profiling.ATTENTION_STEPS, profiling.attention_matrix_bytes(2, 2, 128, "float32")
+    )
     fractions = [done for done, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
 
 
 def test_measure_skips_lengths_beyond_the_time_budget():
-    spec = cost.CostSpec(num_heads=1, head_dim=2, max_tokens=1024, min_tokens=64, repeats=1, time_budget_s=0.0)
-    report = cost.measure(spec, variants=["sdpa"])
+    spec = profiling.CostSpec(num_heads=1, head_dim=2, max_tokens=1024, min_tokens=64, repeats=1, time_budget_s=0.0)
+    report = profiling.measure(spec, variants=["sdpa"])
     assert report.tokens() == [64]  # the first length always runs
     assert report.skipped == [128, 256, 512, 1024]
 
 
 def test_measure_rejects_unknown_variants():
     with pytest.raises(ValueError, match="unknown variants"):
-        cost.measure(SMALL, variants=["flash"])
+        profiling.measure(SMALL, variants=["flash"])
 
 
 def test_cost_view_builds_log_log_figures_and_rows():
-    report = cost.measure(SMALL, variants=["explicit", "sdpa"])
-    memory = cost_view.memory_figure(report)
+    report = profiling.measure(SMALL, variants=["explicit", "sdpa"])
+    memory = cost.memory_figure(report)
     assert memory.layout.xaxis.type == "log" and memory.layout.yaxis.type == "log"
     names = [trace.name for trace in memory.data]
-    assert cost_view.FORMULA_SERIES in names and cost_view.SHORT_NAMES["explicit"] in names
-    formula = next(t for t in memory.data if t.name == cost_view.FORMULA_SERIES)
-    assert list(formula.y) == [cost.attention_matrix_bytes(2, 2, t, "float32") / 2**20 for t in (32, 64, 128)]
-    timing = cost_view.time_figure(report)
+    assert cost.FORMULA_SERIES in names and cost.SHORT_NAMES["explicit"] in names
+    formula = next(t for t in memory.data if t.name == cost.FORMULA_SERIES)
+    assert list(formula.y) == [profiling.attention_matrix_bytes(2, 2, t, "float32") / 2**20 for t in (32, 64, 128)]
+    timing = cost.time_figure(report)
     assert timing.layout.xaxis.type == "log" and timing.layout.yaxis.type == "log"
-    rows = cost_view.table_rows(report)
+    rows = cost.table_rows(report)
     assert [row["T"] for row in rows] == [32, 64, 128]
-    assert all(row["equal"] for row in cost_view.trace_rows(report))
-
-
-def test_fitting_max_tokens_keeps_b_h_t_squared_within_the_budget():
-    assert cost_view.fitting_max_tokens(1, 16, 1024) == 1024
-    assert cost_view.fitting_max_tokens(8, 16, 1024) == 256  # 8·16·256² = 2²³ ≤ 16·1024² < 8·16·512²
-    assert cost_view.fitting_max_tokens(2, 2, 512) == 512
+    assert all(row["equal"] for row in cost.trace_rows(report))
 
 
 # --- the page -------------------------------------------------------------------------------------------------------
 
 
 def page(**query: str) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
+    return run_page(PAGE, timeout=180, **query)
 
 
 def test_page_shows_the_formula_and_measures_nothing_until_asked():
@@ -157,7 +152,7 @@ def test_page_shows_the_formula_and_measures_nothing_until_asked():
     assert "b · h · T² · bytes" in text
     assert not at.get("plotly_chart")
     assert any("Measure" in info.value for info in at.info)
-    assert at.query_params["max_tokens"] == str(cost_view.DEFAULT_MAX_TOKENS)
+    assert at.query_params["max_tokens"] == str(cost.DEFAULT_MAX_TOKENS)
 
 
 def test_measure_button_draws_log_log_charts_and_the_table():
@@ -178,7 +173,7 @@ def test_bad_max_tokens_in_the_url_is_explained_and_replaced(raw):
     at = page(max_tokens=raw)
     assert not at.exception
     assert any("max_tokens=" in w.value for w in at.warning)
-    assert at.session_state.cost_max_tokens in cost.TOKEN_STEPS
+    assert at.session_state.cost_max_tokens in profiling.TOKEN_STEPS
 
 
 def test_over_budget_settings_are_measured_at_the_nearest_length_that_fits():

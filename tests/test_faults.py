@@ -2,7 +2,7 @@
 and sessions that build modules at the same moment.
 
 Pages are discovered as in test_fuzz, so pages added later are covered. AppTest runs a page's script in this
-process, so monkeypatching the module object a page calls (``mha_core.runs``, ``explorer.controls``) reaches it.
+process, so monkeypatching the module object a page calls (``mha_core.runs``, ``explorer.glue.controls``) reaches it.
 """
 
 from __future__ import annotations
@@ -13,25 +13,16 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-import streamlit as st
 import torch
 
-from bench.load_test import (
-    Session,
-    StreamlitServer,
-    big_query,
-    check_run,
-    hang_up_mid_run,
-    metrics,
-    session_query,
-    settings_from_query,
-)
-from bench.memory_report import MALLOC_ENV
-from explorer import controls
-from explorer import settings as cfg
-from mha_core import cost, devices, runs, teaching, training
+from explorer.glue import controls
+from explorer.glue import settings as cfg
+from harness.checks import big_query, check_run, session_query, settings_from_query
+from harness.server import MALLOC_ENV, StreamlitServer, metrics
+from harness.session import Session, hang_up_mid_run
+from mha_core import devices, profiling, runs, teaching, training
 
-from .test_fuzz import PAGES, ROOT, check_page, open_page
+from .apptest_helpers import PAGES, ROOT, check_page, open_page
 
 OOM_MESSAGE = "CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 79.19 GiB total capacity)"
 
@@ -53,16 +44,6 @@ def _with_boundary(page: str, strict: bool = True):
             strict=strict, reason="the page does not wrap its body in controls.run_page (the page boundary)"
         ),
     )
-
-
-@pytest.fixture
-def fresh_caches():
-    """Cached views and modules would answer without calling the patched functions."""
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 # --- a device that is not there -------------------------------------------------------------------------------------
@@ -108,7 +89,7 @@ def test_out_of_memory_is_caught_and_explained_on_every_page(page, monkeypatch, 
     monkeypatch.setattr(runs, "build_module", _raise_oom)
     monkeypatch.setattr(teaching, "run_cross", _raise_oom)  # the Masks page's QKVMultiHeadAttention run
     monkeypatch.setattr(training, "run", _raise_oom)  # the Trained heads page's run
-    monkeypatch.setattr(cost, "median_seconds", _raise_oom)  # the Cost page's measurement
+    monkeypatch.setattr(profiling, "median_seconds", _raise_oom)  # the Cost page's measurement
     at = open_page(page, {"num_heads": "4", "d_out": "16", "num_tokens": "9", "seed": "4242", "max_tokens": "64"})
     if page in OOM_ACTIONS:
         check_page(at, [], page)  # nothing computed yet: no error
@@ -124,7 +105,7 @@ def test_out_of_memory_is_caught_and_explained_on_every_page(page, monkeypatch, 
 
 
 def test_out_of_memory_in_a_cost_measurement_is_caught(monkeypatch):
-    monkeypatch.setattr(cost, "median_seconds", _raise_oom)
+    monkeypatch.setattr(profiling, "median_seconds", _raise_oom)
     at = open_page("pages/6_Cost.py", {"num_heads": "2", "d_out": "8", "max_tokens": "64"})
     at.button(key="cost_measure").click().run()
     check_page(at, [], "Cost", errors_expected=True)

@@ -1,4 +1,4 @@
-"""explorer.figures: pure plotly builders, checked on small arrays (and one large one) without Streamlit."""
+"""explorer.views.figures: pure plotly builders, checked on small arrays (and one large one) without Streamlit."""
 
 import json
 import time
@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from explorer import figures as F
+from explorer.views import figures as F
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]  # "the" twice: duplicates must survive
 

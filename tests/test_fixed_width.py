@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.settings import Settings, head_choices, parameter_count
+from explorer.glue.settings import Settings, head_choices, parameter_count
 from mha_core import runs
 
 from .apptest_helpers import run_page, texts

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from explorer import figures, head_view, panels, token_view
-from explorer.settings import Settings
+from explorer.glue.settings import Settings
+from explorer.views import attention_explorer, figures, follow_a_token, head_view
 from mha_core import runs
 from mha_core.book import PRINTED_OUTPUT
 
@@ -17,15 +17,15 @@ from .apptest_helpers import charts, run_page, texts
 PAGE = "pages/7_Follow_a_token.py"
 
 
-def explorer_run(settings: Settings) -> panels.ExplorerRun:
+def explorer_run(settings: Settings) -> attention_explorer.ExplorerRun:
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    return panels.run_explorer(module, x, labels, settings)
+    return attention_explorer.run_explorer(module, x, labels, settings)
 
 
 def follow(settings: Settings, token: int, batch_index: int = 0):
     run = explorer_run(settings)
-    view = token_view.build_token_view(
+    view = follow_a_token.build_token_view(
         run, token=token, batch_index=batch_index, presenter=False, book_example=settings.is_book_example()
     )
     return run, view
@@ -54,19 +54,19 @@ def test_every_number_is_the_traces(settings, token, b):
     assert len(view.heads) == h
     for head in view.heads:
         k = head.head
-        assert head.query == token_view.vector_text(trace.numpy("queries_heads")[b, k, token])
-        assert head.context == token_view.vector_text(trace.numpy("context_heads")[b, k, token])
+        assert head.query == follow_a_token.vector_text(trace.numpy("queries_heads")[b, k, token])
+        assert head.context == follow_a_token.vector_text(trace.numpy("context_heads")[b, k, token])
         assert head.visible == token + 1  # causal: keys 0..token
         weights = trace.numpy("attn_weights")[b, k, token]
         for row in head.rows:
             j = row.position
-            assert row.key == token_view.vector_text(trace.numpy("keys_heads")[b, k, j])
-            assert row.value == token_view.vector_text(trace.numpy("values_heads")[b, k, j])
+            assert row.key == follow_a_token.vector_text(trace.numpy("keys_heads")[b, k, j])
+            assert row.value == follow_a_token.vector_text(trace.numpy("values_heads")[b, k, j])
             assert row.dot == float(trace.numpy("attn_scores")[b, k, token, j])
             assert row.scaled == float(trace.numpy("scaled_scores")[b, k, token, j])
             assert row.weight == float(weights[j])
         assert len(head.rows) + head.hidden_keys == head.visible
-        assert len(head.rows) <= token_view.SHOW_KEYS
+        assert len(head.rows) <= follow_a_token.SHOW_KEYS
     np.testing.assert_array_equal(view.output, trace.numpy("output")[b, token])
 
 

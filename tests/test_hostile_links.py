@@ -11,27 +11,17 @@ import threading
 import time
 
 import pytest
-import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import admission, controls, training_cache
-from explorer import settings as cfg
-from mha_core import cost, training
+from explorer.glue import admission, controls, trained_link, training_cache
+from explorer.glue import settings as cfg
+from mha_core import profiling, tasks, tiny_model, training
 
-from .test_fuzz import check_page, open_page
+from .apptest_helpers import check_page, open_page
 
 BIG_EVAL_LINK = "previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed1.cpu.layer0"
 LONG_TRAIN_LINK = "previous_token.heads16.layers1.d128.vocab256.len64.steps2000.batch256.lr1e-2.seed0.cpu.layer0"
-
-
-@pytest.fixture
-def fresh_caches():
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 # --- one strict parser ------------------------------------------------------------------------------------------
@@ -96,7 +86,7 @@ def _boundary_script(kind: str) -> None:
     import streamlit as st
     from streamlit.errors import StreamlitAPIException
 
-    from explorer import controls
+    from explorer.glue import controls
 
     def body() -> None:
         st.title("body")
@@ -132,8 +122,8 @@ def test_run_page_catches_streamlit_errors_but_not_its_control_flow(kind):
 
 def test_a_trained_link_is_clamped_to_what_the_page_offers_with_a_notice():
     s, notices = cfg.parse_query({"trained": LONG_TRAIN_LINK})
-    config, layer = training.parse_trained_spec(s.trained)
-    defaults = training.TASKS["previous_token"].defaults
+    config, layer = trained_link.parse_trained_spec(s.trained)
+    defaults = tasks.TASKS["previous_token"].defaults
     assert (config.num_heads, config.d_model) == (max(cfg.TRAIN_HEAD_CHOICES), cfg.TRAIN_D_MODEL)
     assert (config.vocab_size, config.seq_len, config.batch_size) == (
         defaults.vocab_size,
@@ -147,7 +137,7 @@ def test_a_trained_link_is_clamped_to_what_the_page_offers_with_a_notice():
 
 def test_a_page_made_link_is_left_as_it_is():
     page_config = training.make_config("induction", num_heads=4, d_model=cfg.TRAIN_D_MODEL, steps=300, seed=9)
-    spec = training.format_trained_spec(page_config, 1)
+    spec = trained_link.format_trained_spec(page_config, 1)
     s, notices = cfg.parse_query({"trained": spec})
     assert s.trained == spec and not [n for n in notices if "not one the Trained heads page trains" in n]
 
@@ -155,7 +145,7 @@ def test_a_page_made_link_is_left_as_it_is():
 def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
     """The held-out evaluation runs in chunks; the link trains the clamped config, through the gate."""
     batches, configs = [], []
-    real_weights, real_run = training.TinyAttentionModel.attention_weights, training.run
+    real_weights, real_run = tiny_model.TinyAttentionModel.attention_weights, training.run
 
     def watched_weights(self, tokens):
         batches.append(tokens.shape[0])
@@ -165,7 +155,7 @@ def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
         configs.append((config, kwargs.get("time_budget_s")))
         return real_run(config, **kwargs)
 
-    monkeypatch.setattr(training.TinyAttentionModel, "attention_weights", watched_weights)
+    monkeypatch.setattr(tiny_model.TinyAttentionModel, "attention_weights", watched_weights)
     monkeypatch.setattr(training, "run", watched_run)
     training_cache.result_store().clear()
     admitted = admission.GATE.admitted
@@ -181,7 +171,7 @@ def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
 
 def test_chunked_evaluation_equals_one_batch():
     result = training.train("first_token", steps=30, seed=3)
-    model = training.load_model(result)
+    model = tiny_model.load_model(result)
     heldout = result.task.batch(torch.Generator().manual_seed(7), 200, 16, 16)
     accuracy, scores = training._evaluate(model, result.task, heldout, 16)
     with torch.no_grad():
@@ -314,15 +304,15 @@ def test_the_cost_measurement_goes_through_the_gate_and_stops_when_its_session_e
     assert not at.exception and not at.error
     assert admission.GATE.admitted == admitted + 1
     assert "cost_report" not in at.session_state  # stopped between measurements, nothing kept
-    assert cost._MEASURING.acquire(timeout=1)  # and the measurement lock was given back
-    cost._MEASURING.release()
+    assert profiling._MEASURING.acquire(timeout=1)  # and the measurement lock was given back
+    profiling._MEASURING.release()
 
 
 def test_the_cost_measurement_is_held_to_its_memory_budget():
     at = open_page("pages/6_Cost.py", {"num_heads": "16", "d_out": "1024", "max_tokens": "1024", "batch_size": "1"})
     check_page(at, [], "Cost at 16 heads")
     assert any(f"{admission.COST_MAX_CELLS:,} attention cells" in w.value for w in at.warning)
-    assert admission.cost_max_tokens(1, 16, 1024, cost.TOKEN_STEPS) == 512  # 16 · 512² ≤ 8 · 1024² < 16 · 1024²
+    assert admission.cost_max_tokens(1, 16, 1024, profiling.TOKEN_STEPS) == 512  # 16 · 512² ≤ 8 · 1024² < 16 · 1024²
 
 
 def test_explorer_heavy_runs_take_the_gate():

@@ -4,25 +4,24 @@ Figures are read back from the chart JSON the page sends (plotly encodes arrays 
 and compared with mha_core's own numbers computed here.
 """
 
-import base64
-import json
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer import references_views, step_through_steps, step_through_views
+from explorer.views import heads_and_references, masks_and_cross_attention, step_through, step_through_steps
 from mha_core import masks, teaching
 from mha_core.heads import separate_heads
 from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
 from mha_core.reference import compare_with_torch
 from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import apptest_helpers as helpers
+from .apptest_helpers import charts, decode
+
 PAGES = {
     "step": "pages/1_Step_through.py",
     "heads": "pages/2_Heads_and_references.py",
@@ -32,28 +31,18 @@ PAGES = {
 
 
 def open_page(page: str, **params) -> AppTest:
-    """The page alone, as a link opens it: query parameters first, then one run, which must not fail."""
-    at = AppTest.from_file(str(ROOT / PAGES[page]), default_timeout=60)
-    for name, value in params.items():
-        at.query_params[name] = str(value)
-    at.run()
+    """One of the four pages by its short name, as a link opens it; the run must not fail."""
+    at = helpers.open_page(PAGES[page], {name: str(value) for name, value in params.items()}, timeout=60)
     assert not at.exception, at.exception[0].value if at.exception else ""
     return at
 
 
 def chart(at: AppTest, key: str) -> dict:
     """The figure JSON of the chart drawn with key ``chart_<key>``."""
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith(f"-chart_{key}"):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart_{key} on the page")
-
-
-def decode(z) -> np.ndarray:
-    if isinstance(z, dict):
-        shape = [int(n) for n in str(z["shape"]).split(",")]
-        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
-    return np.array(z, dtype=float)
+    found = charts(at)
+    if key not in found:
+        raise AssertionError(f"no chart_{key} on the page")
+    return found[key]
 
 
 def head_values(spec: dict, head: int) -> np.ndarray:
@@ -126,14 +115,14 @@ def test_every_step_shows_the_traced_shapes_and_its_lines():
     at = open_page("step", **params)
     trace = run_trace(
         build_module(ModuleSpec(d_in=7, d_out=12, context_length=6, num_heads=3, seed=9)),
-        build_input(InputSpec("random", 5, 7, 3, 9))[0],
+        build_input(InputSpec(kind="random", num_tokens=5, d_in=7, batch_size=3, seed=9))[0],
     )
     for number, step in enumerate(step_through_steps.STEPS, start=1):
         at.slider(key="step_number").set_value(number).run()
         assert not at.exception
-        shape = step_through_views.shape_line(trace, *step.after)
+        shape = step_through.shape_line(trace, *step.after)
         if step.before:
-            shape = f"{step_through_views.shape_line(trace, *step.before)}  →  {shape}"
+            shape = f"{step_through.shape_line(trace, *step.before)}  →  {shape}"
         assert f"**Shape:** `{shape}`" in [m.value for m in at.markdown], step.key
         assert marked_lines(at.code[0].value) == list(step.lines)
         assert at.get("plotly_chart"), step.key
@@ -177,7 +166,7 @@ def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
     }
     at = open_page("heads", **params)
     spec = ModuleSpec(d_in=12, d_out=12, context_length=7, num_heads=4, qkv_bias=True, seed=5)
-    x, _ = build_input(InputSpec("random", 7, 12, 2, 5))
+    x, _ = build_input(InputSpec(kind="random", num_tokens=7, d_in=12, batch_size=2, seed=5))
 
     heads_table = at.dataframe[0].value
     expected = separate_heads(build_module(spec), x).max_abs_diff
@@ -191,7 +180,7 @@ def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
     for dtype, tolerance in (("float32", 1e-5), ("float64", 1e-12)):
         report = compare_with_torch(build_module(replace(spec, dtype=dtype)), x.to(getattr(torch, dtype)))
         shown = dict(zip(table["comparison"], table[dtype], strict=True))
-        for field, label in references_views.REFERENCE_ROWS:
+        for field, label in heads_and_references.REFERENCE_ROWS:
             assert shown[label] == getattr(report, field), (dtype, field)
             assert shown[label] < tolerance, (dtype, field)
     assert len(at.success) == 2 and not at.error
@@ -221,10 +210,10 @@ MASK_CASES = {
         {"window": 2, "window_side": "both"},
         teaching.MaskParams(kind="sliding window", window=2, causal_only=False),
     ),
-    "random": ({"keep": 50}, teaching.MaskParams(kind="random", keep_percent=50, seed=123)),
+    "random": ({"keep": 50}, teaching.MaskParams(kind="random", keep_fraction=0.5, seed=123)),
     "custom": (
         {"m0": 0b111111, "m1": 0, "m2": 0b000101, "m3": 0b100001},  # row q1 and columns k1, k3, k4 empty
-        teaching.MaskParams(kind="custom", custom=(0b111111, 0, 0b000101, 0b100001)),
+        masks_and_cross_attention.custom_params([0b111111, 0, 0b000101, 0b100001], 6),
     ),
 }
 
@@ -365,8 +354,6 @@ TABS = [("app.py", "section"), (PAGES["knobs"], "knob"), (PAGES["heads"], "part"
 
 @pytest.mark.parametrize(("path", "key"), TABS)
 def test_a_bad_tab_in_the_url_opens_the_first_tab_with_a_notice(path, key):
-    at = AppTest.from_file(str(ROOT / path), default_timeout=60)
-    at.query_params[key] = "<script>x"
-    at.run()
+    at = helpers.open_page(path, {key: "<script>x"}, timeout=60)
     assert not at.error and at.get("plotly_chart")
     assert any(f"{key}=`<script>x` is not one of" in w for w in warnings(at)), warnings(at)

@@ -13,9 +13,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from explorer import cost_view, knobs_views, panels, references_views, step_through_steps, step_through_views
-from explorer.settings import Settings
-from mha_core import cost, masks, runs
+from explorer.glue.settings import Settings
+from explorer.views import (
+    attention_explorer,
+    cost,
+    heads_and_references,
+    knobs_that_teach,
+    step_through,
+    step_through_steps,
+)
+from mha_core import masks, profiling, runs
 from mha_core.inputs import book_tokens
 from mha_core.listing import INIT_LINES, LISTING_3_5, LISTING_LINES, init_line
 from mha_core.modules import MultiHeadAttention
@@ -32,21 +39,23 @@ def number(key: str) -> int:
     return next(n for n, s in enumerate(step_through_steps.STEPS, start=1) if s.key == key)
 
 
-def explorer_run(settings: Settings | None = None) -> panels.ExplorerRun:
+def explorer_run(settings: Settings | None = None) -> attention_explorer.ExplorerRun:
     settings = settings or Settings()
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    return panels.run_explorer(module, x, labels, settings)
+    return attention_explorer.run_explorer(module, x, labels, settings)
 
 
-def every_caption(run: panels.ExplorerRun) -> list[str]:
+def every_caption(run: attention_explorer.ExplorerRun) -> list[str]:
     shown = [
         p.caption
         for section in ("attention", "reshapes")
-        for p in panels.build_view(run, section=section, batch_index=0, enlarge=0, presenter=False).figures()
+        for p in attention_explorer.build_view(
+            run, section=section, batch_index=0, enlarge=0, presenter=False
+        ).figures()
     ]
     for number in range(1, step_through_steps.STEP_COUNT + 1):
-        view = step_through_views.build_step_view(
+        view = step_through.build_step_view(
             run.trace, run.labels, number, batch_index=0, presenter=False, dropout_active=False
         )
         shown += [p.caption for p in view.panels]
@@ -88,7 +97,7 @@ def book_class():
 
 def matrices_at_peak(module, t: int, h: int) -> float:
     x = torch.rand(1, t, module.d_out)
-    return cost.peak_bytes(lambda: module(x), CPU) / cost.attention_matrix_bytes(1, h, t, "float32")
+    return profiling.peak_bytes(lambda: module(x), CPU) / profiling.attention_matrix_bytes(1, h, t, "float32")
 
 
 def test_the_book_keeps_about_three_matrices_alive_and_this_module_four():
@@ -99,7 +108,7 @@ def test_the_book_keeps_about_three_matrices_alive_and_this_module_four():
     ours = MultiHeadAttention(32, 32, t, 0.0, h).eval()
     assert 3 <= matrices_at_peak(book, t, h) < 3.5  # scores (masked in place), scaled scores, weights
     assert 4 <= matrices_at_peak(ours, t, h) < 4.5  # ... and the out-of-place masked scores
-    text = cost_view.formula_markdown(1, h, "float32", [t])
+    text = cost.formula_markdown(1, h, "float32", [t])
     assert "about three of them" in text and "masked_fill_" in text and "a fourth" in text
     assert "keeps four" not in text
 
@@ -109,24 +118,27 @@ def test_nn_multihead_attentions_memory_grows_four_times_per_doubling():
     for t in (128, 256, 512):
         torch.manual_seed(0)
         module = MultiHeadAttention(32, 32, t, 0.0, 2).eval()  # b 1, h 2, head_dim 16
-        calls = cost.variant_calls(module, torch.rand(1, t, 32))
-        peaks.append(cost.peak_bytes(calls["torch_mha"], CPU))
+        calls = profiling.variant_calls(module, torch.rand(1, t, 32))
+        peaks.append(profiling.peak_bytes(calls["torch_mha"], CPU))
     assert 3.5 < peaks[1] / peaks[0] < 4.5 and 3.5 < peaks[2] / peaks[1] < 4.5
-    text = cost_view.memory_method("cpu")
+    text = cost.memory_method("cpu")
     assert "×4 per doubling" in text and "fast path work on blocks" not in text
 
 
 def test_sdpas_math_fallback_builds_the_matrix_and_its_flash_kernel_does_not():
     q = torch.rand(1, 2, 256, 16, dtype=torch.float64)
-    one = cost.attention_matrix_bytes(1, 2, 256, "float64")
+    one = profiling.attention_matrix_bytes(1, 2, 256, "float64")
 
     def peak(backend) -> int:
         with sdpa_kernel(backend):
-            return cost.peak_bytes(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True), CPU)
+            return profiling.peak_bytes(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True), CPU)
 
     assert peak(SDPBackend.MATH) >= one
     assert peak(SDPBackend.FLASH_ATTENTION) < one / 4
-    assert "math fallback" in references_views.FUSED_NO_WEIGHTS and "does build it" in references_views.FUSED_NO_WEIGHTS
+    assert (
+        "math fallback" in heads_and_references.FUSED_NO_WEIGHTS
+        and "does build it" in heads_and_references.FUSED_NO_WEIGHTS
+    )
 
 
 # --- masks, softmax, presets -------------------------------------------------------------------------------------
@@ -160,29 +172,31 @@ def test_minus_infinity_equals_the_books_zero_then_renormalise_and_scaling_commu
 def test_the_identity_preset_prefers_journey_a_long_key_not_a_similar_one():
     x, words = book_tokens()
     module = runs.build_module(Settings().module_spec())
-    run = knobs_views.run_preset(module, x[None], list(words), "identity", num_heads=2)
+    run = knobs_that_teach.run_preset(module, x[None], list(words), "identity", num_heads=2)
     weights = run.trace.steps["attn_weights"][0, 1]  # head 1, (T, T)
     heaviest = [words[int(k)] for k in weights.argmax(-1)]
     assert heaviest[2:] == ["journey"] * 4  # from "starts", "with", "one", "step"
-    assert "look like them" not in knobs_views.PRESET_TEXT["identity"]
-    assert "journey" in knobs_views.PRESET_TEXT["identity"] and "lengths" in knobs_views.PRESET_TEXT["identity"]
+    assert "look like them" not in knobs_that_teach.PRESET_TEXT["identity"]
+    assert (
+        "journey" in knobs_that_teach.PRESET_TEXT["identity"] and "lengths" in knobs_that_teach.PRESET_TEXT["identity"]
+    )
 
 
 def test_step_sentences_state_the_std_rule_the_head_dim_1_case_and_train_mode_with_p_0():
     run = explorer_run()  # head_dim 1
-    softmax = step_through_views.build_step_view(
+    softmax = step_through.build_step_view(
         run.trace, run.labels, number("softmax"), batch_index=0, presenter=False, dropout_active=False
     )
     text = " ".join(softmax.sentences)
     assert "standard deviation is √head_dim" in text and "head_dim = 1" in text and "changes nothing" in text
     wide = explorer_run(Settings(d_out=8))
     wide_text = " ".join(
-        step_through_views.build_step_view(
+        step_through.build_step_view(
             wide.trace, wide.labels, number("softmax"), batch_index=0, presenter=False, dropout_active=False
         ).sentences
     )
     assert "changes nothing" not in wide_text
-    dropout = step_through_views.build_step_view(
+    dropout = step_through.build_step_view(
         run.trace, run.labels, number("dropout"), batch_index=0, presenter=False, dropout_active=False, train=True
     )
     assert "p = 0" in " ".join(dropout.sentences)

@@ -28,7 +28,6 @@ server_setup.configure_process()  # once per process, before any session compute
 idle.start_watcher()  # caches cleared after 5 minutes without a visitor
 
 INPUT_LABELS = {"book": "The book's six words", "random": "Seeded random embeddings", "text": "A sentence you type"}
-UI_KEYS = ("presenter",)  # preferences kept in the URL beside the settings
 
 
 # --- URL <-> settings ----------------------------------------------------------------------------------------------
@@ -345,7 +344,7 @@ def cached_module(spec: runs.ModuleSpec):
     return runs.build_module(spec)
 
 
-HEAVY_CELLS = admission.HEAVY_CELLS  # b·h·T² above which a run waits for the others (see explorer.admission)
+HEAVY_CELLS = admission.HEAVY_CELLS  # b·h·T² above which a run waits for the others (see explorer.glue.admission)
 
 
 def fit_budget(settings: Settings, max_cells: int, page: str) -> Settings:
@@ -372,7 +371,7 @@ def is_heavy(settings: Settings) -> bool:
 
 
 def heavy_gate(settings: Settings):
-    """Big runs go one at a time through the one admission gate (explorer.admission); small runs pass straight
+    """Big runs go one at a time through the one admission gate (explorer.glue.admission); small runs pass straight
     through. A waiting run gives up when its session ends; afterwards freed memory goes back to the OS."""
     cells = settings.batch_size * settings.num_heads * settings.num_tokens**2
     return admission.admit(f"the explorer at b·h·T² = {cells:,}", heavy=is_heavy(settings))
@@ -403,20 +402,20 @@ RUN_CACHE_CELLS = 2**18  # runs with b·h·T² above this are not kept (≤ 16 e
 
 @st.cache_resource(max_entries=16, ttl=900, show_spinner=False)
 def _kept_explorer_run(settings: Settings):
-    from . import panels
+    from ..views import attention_explorer
 
     module, x, labels = module_and_input(settings)
-    return panels.run_explorer(module, x, labels, settings)
+    return attention_explorer.run_explorer(module, x, labels, settings)
 
 
 def explorer_run(settings: Settings):
     """The explorer's computed view for the settings: kept when small, run afresh (behind the gate) when large."""
-    from . import panels
+    from ..views import attention_explorer
 
     if _cells(settings) <= RUN_CACHE_CELLS:
         return _kept_explorer_run(settings)
     module, x, labels = module_and_input(settings)
-    return panels.run_explorer(module, x, labels, settings)
+    return attention_explorer.run_explorer(module, x, labels, settings)
 
 
 def _cells(settings: Settings) -> int:
@@ -424,9 +423,9 @@ def _cells(settings: Settings) -> int:
 
 
 def _build_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
-    from . import panels
+    from ..views import attention_explorer
 
-    return panels.build_view(
+    return attention_explorer.build_view(
         explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge, presenter=presenter
     )
 
@@ -477,7 +476,7 @@ def npz_download(settings: Settings):
 
 def show_figure(panel, presenter: bool = False) -> None:
     """A panel: its heading, the figure (PNG download named after it), and its caption."""
-    from . import figures
+    from ..views import figures
 
     st.markdown(f"**{panel.title}**")
     st.plotly_chart(

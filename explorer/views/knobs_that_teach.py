@@ -13,10 +13,11 @@ import torch
 
 from mha_core import teaching
 from mha_core.attention import ExplicitAttention
+from mha_core.teaching import MAX_PRESET_TOKENS, POSITION_PATTERNS, PRESETS  # noqa: F401  (for the page)
 from mha_core.trace import Trace, trace_forward
 
 from . import figures
-from .panels import Panel, caption, head_names, index_labels, shape_text, to_numpy
+from .panel import Panel, caption, head_names, index_labels, shape_text, to_numpy
 
 # =====================================================================================================================
 # Knobs that teach

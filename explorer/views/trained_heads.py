@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_core.training import HELDOUT_SIZE, Inspection, TrainResult
+from mha_core.tasks import TASKS  # noqa: F401  (for the page)
+from mha_core.training import HELDOUT_SIZE, Inspection, TrainConfig, TrainResult, make_config  # noqa: F401  (for the page)
 
 from . import figures
-from .panels import Panel, shape_text
+from .panel import Panel, shape_text
 
 # What each task's head score measures, completing "mean weight on ...".
 SCORE_NAMES = {

@@ -12,8 +12,8 @@ import numpy as np
 from mha_core.trace import Trace
 
 from . import figures
-from .knobs_views import keep_mask_figure
-from .panels import Panel, caption, head_names, index_labels, shape_text
+from .knobs_that_teach import keep_mask_figure
+from .panel import Panel, caption, head_names, index_labels, shape_text
 from .step_through_steps import STEP_COUNT, STEPS, Step, code_of, marked_listing
 
 

@@ -75,7 +75,7 @@ def _import_what_every_page_uses() -> None:
     """
     import plotly.graph_objects  # noqa: F401
 
-    from . import figures, panels  # noqa: F401
+    from ..views import attention_explorer, figures  # noqa: F401
 
 
 configure_torch = configure_process  # the name the tests and benches know

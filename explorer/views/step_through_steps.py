@@ -1,5 +1,5 @@
 """Step through's script: Listing 3.5's forward pass as 12 steps, with the lines each lights up and the sentences
-that say why. Plain data and text helpers; the figures are in ``step_through_views``.
+that say why. Plain data and text helpers; the figures are in ``step_through``.
 """
 
 from __future__ import annotations

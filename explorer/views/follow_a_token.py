@@ -17,7 +17,8 @@ import plotly.graph_objects as go
 from mha_core import book
 
 from . import figures
-from .panels import ExplorerRun, Panel
+from .attention_explorer import ExplorerRun
+from .panel import Panel
 
 SHOW_DIMS = 8  # vectors are printed with at most this many numbers
 SHOW_KEYS = 12  # per head, the keys with the largest weights (in position order) are listed

@@ -12,7 +12,7 @@ from mha_core.reference import ReferenceReport
 from mha_core.trace import Trace, trace_forward
 
 from . import figures
-from .panels import Panel, caption, head_names, shape_text, to_numpy
+from .panel import Panel, caption, head_names, shape_text, to_numpy
 
 # =====================================================================================================================
 # Heads and references

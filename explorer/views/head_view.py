@@ -14,7 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from . import figures
-from .panels import ExplorerRun, Panel
+from .attention_explorer import ExplorerRun
+from .panel import Panel
 
 # (lowest weight, opacity, line width): a weight falls in the last band whose lowest weight it reaches
 BANDS = ((0.02, 0.15, 1.0), (0.1, 0.3, 1.5), (0.25, 0.5, 2.5), (0.5, 0.75, 3.5), (0.75, 1.0, 5.0))

@@ -16,7 +16,8 @@ import streamlit as st
 from mha_core import devices, runs, teaching
 from mha_core.reference import ReferenceReport
 
-from . import controls, knobs_views, masks_views, references_views, step_through_views
+from ..views import heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
+from . import controls
 from .settings import Settings
 
 # --- a page's own parameters: read once from the URL into the widget's state, kept in range after that --------------
@@ -50,7 +51,7 @@ def show_panel(panel, presenter: bool) -> None:
     if not presenter:
         controls.show_figure(panel, presenter)
         return
-    from . import figures
+    from ..views import figures
 
     st.plotly_chart(
         panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure), key=f"chart_{panel.key}"
@@ -66,9 +67,9 @@ def _module_and_input(settings: Settings):
     return controls.module_and_input(settings)  # the module is shared: read only
 
 
-def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through_views.StepView:
+def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     run = controls.explorer_run(settings)
-    return step_through_views.build_step_view(
+    return step_through.build_step_view(
         run.trace,
         run.labels,
         number,
@@ -80,17 +81,17 @@ def _build_step_view(settings: Settings, number: int, batch_index: int, presente
 
 
 @st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
-def _small_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through_views.StepView:
+def _small_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     return _build_step_view(settings, number, batch_index, presenter)
 
 
 @st.cache_resource(max_entries=4, ttl=600, show_spinner=_SPIN)  # a heavy run's views: few kept (see controls)
-def _heavy_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through_views.StepView:
+def _heavy_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     return _build_step_view(settings, number, batch_index, presenter)
 
 
 @controls.gated
-def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through_views.StepView:
+def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     """One step's view, drawn from the explorer's computed run: other steps, batch elements and presenter mode
     reuse that run (and so does the explorer page)."""
     cache = _heavy_step if controls.is_heavy(settings) else _small_step
@@ -103,16 +104,16 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
 
 
 @st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
-def _heads_run(settings: Settings) -> tuple[references_views.HeadsRun, list[str]]:
+def _heads_run(settings: Settings) -> tuple[heads_and_references.HeadsRun, list[str]]:
     module, x, labels = _module_and_input(settings)
-    return references_views.run_heads(module, x), labels
+    return heads_and_references.run_heads(module, x), labels
 
 
 @controls.gated
 @st.cache_resource(max_entries=16, ttl=1800, show_spinner=_SPIN)
-def heads_view(settings: Settings, batch_index: int, presenter: bool) -> references_views.HeadsView:
+def heads_view(settings: Settings, batch_index: int, presenter: bool) -> heads_and_references.HeadsView:
     run, labels = _heads_run(settings)
-    return references_views.build_heads_view(run, labels, batch_index=batch_index, presenter=presenter)
+    return heads_and_references.build_heads_view(run, labels, batch_index=batch_index, presenter=presenter)
 
 
 def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:
@@ -174,10 +175,10 @@ def masks_view(
     batch_index: int,
     implementation: str,
     presenter: bool,
-) -> masks_views.MasksView:
+) -> masks_and_cross_attention.MasksView:
     """The mask, weights and output of one batch element; the run behind them is shared by every presentation."""
     run, mask, q_labels, k_labels = _cross_run(settings, tgt_len, src_len, params)
-    return masks_views.build_masks_view(
+    return masks_and_cross_attention.build_masks_view(
         run, mask, q_labels, k_labels, batch_index=batch_index, implementation=implementation, presenter=presenter
     )
 
@@ -185,14 +186,14 @@ def masks_view(
 @st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
 def _temperature_run(settings: Settings, multiplier: str):
     module, x, labels = _module_and_input(settings)
-    return knobs_views.run_temperature(module, x, float(multiplier)), labels
+    return knobs_that_teach.run_temperature(module, x, float(multiplier)), labels
 
 
 @controls.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
-def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> knobs_views.TemperatureView:
+def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> knobs_that_teach.TemperatureView:
     run, labels = _temperature_run(settings, multiplier)
-    return knobs_views.build_temperature_view(run, labels, presenter=presenter)
+    return knobs_that_teach.build_temperature_view(run, labels, presenter=presenter)
 
 
 @st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
@@ -201,33 +202,33 @@ def _dropout_run(settings: Settings, percent: int, draw: int):
     p = percent / 100
     module = controls.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
     x, labels = runs.build_input(settings.input_spec())
-    return knobs_views.run_dropout(module, x, p, settings.seed + draw), labels
+    return knobs_that_teach.run_dropout(module, x, p, settings.seed + draw), labels
 
 
 @controls.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
-def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> knobs_views.DropoutView:
+def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> knobs_that_teach.DropoutView:
     run, labels = _dropout_run(settings, percent, draw)
-    return knobs_views.build_dropout_view(run, labels, presenter=presenter)
+    return knobs_that_teach.build_dropout_view(run, labels, presenter=presenter)
 
 
 @st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
 def _preset_run(settings: Settings, preset: str):
     module, x, labels = _module_and_input(settings)
-    return knobs_views.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
+    return knobs_that_teach.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
 
 
 @controls.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
-def preset_view(settings: Settings, preset: str, presenter: bool) -> knobs_views.PresetView:
-    return knobs_views.build_preset_view(_preset_run(settings, preset), presenter=presenter)
+def preset_view(settings: Settings, preset: str, presenter: bool) -> knobs_that_teach.PresetView:
+    return knobs_that_teach.build_preset_view(_preset_run(settings, preset), presenter=presenter)
 
 
 @controls.gated
 @st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
 def token_view(settings: Settings, token: int, batch_index: int, presenter: bool):
     """One query token followed through every head, from the explorer's computed run (shared with its pages)."""
-    from .token_view import build_token_view
+    from ..views.follow_a_token import build_token_view
 
     return build_token_view(
         controls.explorer_run(settings),
@@ -242,6 +243,6 @@ def token_view(settings: Settings, token: int, batch_index: int, presenter: bool
 @st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
 def head_view(settings: Settings, batch_index: int, focus: int | None, presenter: bool):
     """The at-a-glance head view, from the explorer's computed run."""
-    from .head_view import build_head_view
+    from ..views.head_view import build_head_view
 
     return build_head_view(controls.explorer_run(settings), batch_index=batch_index, focus=focus, presenter=presenter)

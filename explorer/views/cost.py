@@ -1,4 +1,4 @@
-"""What the Cost page shows, composed from one ``mha_core.cost.CostReport``: figures, a table, the formula.
+"""What the Cost page shows, composed from one ``mha_core.profiling.CostReport``: figures, a table, the formula.
 
 No streamlit here: the page lays these out. Memory is shown in MiB (2**20 bytes), time in milliseconds.
 """
@@ -9,30 +9,24 @@ import math
 
 import plotly.graph_objects as go
 
-from mha_core import cost
+from mha_core import profiling
+from mha_core.profiling import TOKEN_STEPS, CostReport, CostSpec, token_counts  # noqa: F401  (for the page)
 
 from . import figures
-from .settings import MAX_ATTENTION_CELLS
 
 MIB = 2**20
 FORMULA_SERIES = "b·h·T²·bytes (one matrix)"
 SHORT_NAMES = {"explicit": "Listing 3.5", "traced": "traced", "sdpa": "SDPA", "torch_mha": "nn.MultiheadAttention"}
 DEFAULT_MAX_TOKENS = 512
-MAX_TOKENS = cost.TOKEN_STEPS[-1]
+MAX_TOKENS = profiling.TOKEN_STEPS[-1]
 MIN_TOKENS = 64
-
-
-def fitting_max_tokens(batch_size: int, num_heads: int, wanted: int) -> int:
-    """The longest measured length ≤ wanted whose b·h·T² stays within the explorer's attention-cell budget."""
-    fitting = [t for t in cost.TOKEN_STEPS if t <= wanted and batch_size * num_heads * t * t <= MAX_ATTENTION_CELLS]
-    return fitting[-1] if fitting else cost.TOKEN_STEPS[0]
 
 
 def formula_markdown(batch_size: int, num_heads: int, dtype: str, tokens: list[int]) -> str:
     """The attention matrices' memory by formula, with the numbers for these settings at the longest length."""
     longest = tokens[-1]
-    per_number = cost.attention_matrix_bytes(1, 1, 1, dtype)
-    one = cost.attention_matrix_bytes(batch_size, num_heads, longest, dtype)
+    per_number = profiling.attention_matrix_bytes(1, 1, 1, dtype)
+    one = profiling.attention_matrix_bytes(batch_size, num_heads, longest, dtype)
     return (
         f"One attention matrix holds **b · h · T² · bytes** = {batch_size} · {num_heads} · {longest}² · "
         f"{per_number} = **{one / MIB:,.2f} MiB** at T = {longest} ({dtype}). The book's Listing 3.5 keeps about "
@@ -48,7 +42,7 @@ def _positive(values: list[float]) -> list[float | None]:
     return [v if v is not None and math.isfinite(v) and v > 0 else None for v in values]
 
 
-def time_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure:
+def time_figure(report: profiling.CostReport, presenter: bool = False) -> go.Figure:
     seconds = report.series("seconds")
     series = {SHORT_NAMES[v]: _positive([s * 1e3 for s in values]) for v, values in seconds.items()}
     spec = report.spec
@@ -65,13 +59,13 @@ def time_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure:
     )
 
 
-def memory_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure:
+def memory_figure(report: profiling.CostReport, presenter: bool = False) -> go.Figure:
     tokens = report.tokens()
     peaks = report.series("peak_bytes")
     series = {SHORT_NAMES[v]: _positive([b / MIB for b in values]) for v, values in peaks.items()}
     spec = report.spec
     series[FORMULA_SERIES] = [
-        cost.attention_matrix_bytes(spec.batch_size, spec.num_heads, t, spec.dtype) / MIB for t in tokens
+        profiling.attention_matrix_bytes(spec.batch_size, spec.num_heads, t, spec.dtype) / MIB for t in tokens
     ]
     return figures.line_chart(
         tokens,
@@ -85,7 +79,7 @@ def memory_figure(report: cost.CostReport, presenter: bool = False) -> go.Figure
     )
 
 
-def table_rows(report: cost.CostReport) -> list[dict[str, object]]:
+def table_rows(report: profiling.CostReport) -> list[dict[str, object]]:
     """One row per sequence length: the formula beside each variant's measured peak (MiB) and time (ms)."""
     rows = []
     for t in report.tokens():
@@ -100,12 +94,12 @@ def table_rows(report: cost.CostReport) -> list[dict[str, object]]:
     return rows
 
 
-def trace_rows(report: cost.CostReport) -> list[dict[str, object]]:
+def trace_rows(report: profiling.CostReport) -> list[dict[str, object]]:
     """The traced (b, h, T, T) steps at the longest length: bytes the tensors report beside the formula."""
     if not report.trace_bytes:
         return []
     spec, longest = report.spec, report.tokens()[-1]
-    formula = cost.attention_matrix_bytes(spec.batch_size, spec.num_heads, longest, spec.dtype)
+    formula = profiling.attention_matrix_bytes(spec.batch_size, spec.num_heads, longest, spec.dtype)
     return [
         {
             "step": name,

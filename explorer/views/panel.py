@@ -1,0 +1,65 @@
+"""What every view hands a page: a Panel (figure, title, caption), and the small helpers captions and axes share.
+
+No streamlit. Views of every page build Panels from a trace; pages only lay them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from mha_core.listing import listing_line
+from mha_core.trace import Trace
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str  # a stable name: the step, or a step and a view of it
+    title: str
+    caption: str  # markdown: shape and Listing 3.5 line
+    figure: go.Figure = field(repr=False)
+
+
+def shape_text(shape) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ")"
+
+
+def caption(trace: Trace, step: str, axes: str, note: str = "") -> str:
+    """`step` · shape (b, h, T, T) = (2, 2, 6, 6) · Listing 3.5 line 38: `code`."""
+    number, code = listing_line(step)
+    shape = shape_text(trace.info[step].shape) if step in trace.info else ""
+    text = f"`{step}` · shape {axes} = {shape} · Listing 3.5, line {number}: `{code}`"
+    return f"{text} · {note}" if note else text
+
+
+def head_names(h: int) -> list[str]:
+    """Panel and legend names "head 0", "head 1", …: and legend names, numbered from 0 as in the tensors."""
+    return [f"head {k}" for k in range(h)]
+
+
+def weights_zmax(weights: np.ndarray) -> float:
+    """Top of the weights' colour scale: the 99th percentile of the positive weights, at most 1.
+
+    With T tokens a typical weight is about 1/T, so a fixed 0..1 scale turns long sequences
+    white; the few weights above this value saturate, and the colour bar says so by its range.
+    """
+    positive = weights[weights > 0]
+    if positive.size == 0:
+        return 1.0
+    return float(min(1.0, max(np.quantile(positive, 0.99), 1e-6)))
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor as a CPU numpy array (float32 for the half-precision dtypes numpy lacks)."""
+    tensor = tensor.detach()
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        tensor = tensor.float()
+    return tensor.cpu().numpy()
+
+
+def index_labels(n: int) -> list[str]:
+    """Axis labels 0 … n − 1 for a dimension that has no tokens (features, head dims)."""
+    return [str(k) for k in range(n)]

@@ -1,0 +1,76 @@
+"""The layers import downwards only: pages → explorer.glue / explorer.views → mha_core, and no two modules share a name.
+
+Read from the source (ast), not by importing, so a forbidden import fails here even on a path no test runs.
+"""
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STDLIB_OK = {"__future__", "time", "typing", "urllib", "collections", "dataclasses", "functools", "math"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute dotted names this file imports; relative imports resolved against its package."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            names.add(module)
+            names |= {f"{module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def files(*folders: str) -> list[Path]:
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+PAGES = [ROOT / "app.py", *files("pages")]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_pages_import_only_streamlit_the_standard_library_and_explorer(page):
+    allowed = ("streamlit", "explorer.glue", "explorer.views")
+    wrong = sorted(
+        name
+        for name in imports_of(page)
+        if name.split(".")[0] not in STDLIB_OK and not name.startswith(allowed) and name != "explorer"
+    )
+    assert not wrong, f"{page.name} imports {wrong}: pages lay out what explorer hands them"
+
+
+@pytest.mark.parametrize("module", files("explorer/views"), ids=lambda p: p.name)
+def test_views_are_pure(module):
+    wrong = sorted(n for n in imports_of(module) if n.startswith(("streamlit", "explorer.glue")))
+    assert not wrong, f"{module.name} imports {wrong}: views turn traces into figures, without Streamlit"
+
+
+@pytest.mark.parametrize("module", files("mha_core"), ids=lambda p: p.name)
+def test_the_core_knows_nothing_above_it(module):
+    wrong = sorted(n for n in imports_of(module) if n.split(".")[0] in ("streamlit", "plotly", "explorer", "pandas"))
+    assert not wrong, f"{module.name} imports {wrong}: mha_core is torch only"
+
+
+def test_no_two_modules_share_a_name():
+    product = [ROOT / "app.py", *files("pages", "explorer", "mha_core", "harness", "bench", "deploy", "tests")]
+    names = Counter(p.stem for p in product if p.stem not in ("__init__", "conftest"))
+    assert [name for name, count in names.items() if count > 1] == []
+
+
+@pytest.mark.parametrize("module", [*PAGES, *files("explorer", "mha_core")], ids=lambda p: p.name)
+def test_the_app_never_imports_the_test_and_bench_harness(module):
+    wrong = sorted(n for n in imports_of(module) if n.split(".")[0] in ("harness", "bench", "tests", "deploy"))
+    assert not wrong, f"{module.name} imports {wrong}: harness/, bench/ and tests/ look at the app from outside"
+
+
+def test_the_import_reader_sees_relative_and_absolute_imports():
+    """The oracle itself: a view's relative import of glue would be caught."""
+    found = imports_of(ROOT / "explorer" / "glue" / "teaching_cache.py")
+    assert "explorer.views.step_through" in found and "explorer.glue.controls" in found
