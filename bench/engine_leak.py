@@ -1,7 +1,7 @@
 """Does serialising the explorer's figures leave memory behind? plotly's JSON engines side by side.
 
 ``st.plotly_chart`` turns every figure into JSON with ``plotly.io.to_json``. plotly's default engine ("auto")
-takes orjson when it is installed; explorer.server_setup pins ``json``. For each engine, in one process: build
+takes orjson when it is installed; explorer.glue.server_setup pins ``json``. For each engine, in one process: build
 the explorer's figures for ``--runs`` runs at 8 heads × 64 tokens, each with a fresh seed (what a class that moves
 the seed does), serialise them as Streamlit does, drop everything, collect, hand freed memory back, and read
 glibc's heap in use (mallinfo2), Python's allocated blocks and RSS. Then the time to serialise one figure (median
@@ -31,8 +31,8 @@ if str(ROOT) not in sys.path:
 import plotly.io  # noqa: E402
 import plotly.tools  # noqa: E402
 
-from explorer import panels  # noqa: E402
-from explorer.settings import Settings  # noqa: E402
+from explorer.glue.settings import Settings  # noqa: E402
+from explorer.views import attention_explorer  # noqa: E402
 from mha_core import runs  # noqa: E402
 
 
@@ -64,8 +64,11 @@ def figures(seed: int) -> list:
     settings = Settings(num_heads=8, d_out=64, num_tokens=64, context_length=64, input="random", seed=seed)
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    run = panels.run_explorer(module, x, labels, settings)
-    views = [panels.build_view(run, section=s, batch_index=0, enlarge=None, presenter=False) for s in panels.SECTIONS]
+    run = attention_explorer.run_explorer(module, x, labels, settings)
+    views = [
+        attention_explorer.build_view(run, section=s, batch_index=0, enlarge=None, presenter=False)
+        for s in attention_explorer.SECTIONS
+    ]
     return [panel.figure for view in views for panel in view.figures()]
 
 

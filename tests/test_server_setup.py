@@ -1,4 +1,4 @@
-"""explorer.server_setup: the server serialises figures with plotly's json engine, and that leaves nothing behind.
+"""explorer.glue.server_setup: the server serialises figures with plotly's json engine, and that leaves nothing behind.
 
 With plotly's default engine ("auto") and orjson 3.8.3 installed, every figure with an object-array ``customdata``
 (all our heatmaps) leaked its arrays: about 0.5 MB per run at 8 heads × 64 tokens (bench/engine_leak.py).
@@ -11,8 +11,9 @@ import tracemalloc
 import plotly.io
 import plotly.tools
 
-from explorer import panels, server_setup
-from explorer.settings import Settings
+from explorer.glue import server_setup
+from explorer.glue.settings import Settings
+from explorer.views import attention_explorer
 from mha_core import runs
 
 
@@ -20,8 +21,8 @@ def _figures(seed: int) -> list:
     settings = Settings(num_heads=8, d_out=64, num_tokens=64, context_length=64, input="random", seed=seed)
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    run = panels.run_explorer(module, x, labels, settings)
-    view = panels.build_view(run, section="attention", batch_index=0, enlarge=None, presenter=False)
+    run = attention_explorer.run_explorer(module, x, labels, settings)
+    view = attention_explorer.build_view(run, section="attention", batch_index=0, enlarge=None, presenter=False)
     return [panel.figure for panel in view.figures()]
 
 
