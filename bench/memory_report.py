@@ -134,7 +134,7 @@ def scenarios(
 
 
 # glibc: two malloc arenas, and blocks of 1 MiB or more mmapped, from the process's start. The app sets the same
-# through mallopt at import (explorer.glue.controls); tests that watch RSS closely also set it from the environment.
+# through mallopt at import (explorer.glue.boundary); tests that watch RSS closely also set it from the environment.
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 
@@ -273,7 +273,7 @@ def markdown(found: list[Scenario], parts: dict | None, title: str = "this check
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in found:
-        data = s.cache_bytes.get("explorer.glue.controls.cached_view", 0)
+        data = s.cache_bytes.get("explorer.glue.caches.cached_view", 0)
         lines.append(
             f"| {s.name} | {s.sessions} | {s.before_mb:.0f} | **{s.peak_mb:.0f}** | {s.open_mb:.0f} | "
             f"{s.closed_mb:.0f} | {s.settled_mb:.0f} | {s.seconds:.1f} s | {len(s.errors)} | "

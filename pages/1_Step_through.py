@@ -5,15 +5,15 @@ The step is in the URL (?step=5), so a teacher's link opens on the step being di
 
 import streamlit as st
 
-from explorer.glue import controls, teaching_cache
+from explorer.glue import boundary, sidebar, teaching_cache, url
 from explorer.views.step_through_steps import STEP_COUNT, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
 
 def main() -> None:
-    presenter = controls.presenter_toggle()
-    settings = controls.settings_sidebar()
+    presenter = sidebar.presenter_toggle()
+    settings = sidebar.settings_sidebar()
     state = st.session_state
     # Constants, nothing from the user: smaller type for the whole listing, so that its longest line fits beside the
     # figures; larger type for the step's own lines in presenter mode.
@@ -39,7 +39,7 @@ def main() -> None:
             f"{settings.num_heads} heads × head_dim {settings.head_dim} = d_out {settings.d_out}, "
             f"{settings.num_tokens} tokens, batch {settings.batch_size}, {'train' if settings.train else 'eval'} mode."
         )
-    controls.show_notices()
+    url.show_notices()
 
     previous_col, slider_col, next_col = st.columns([3, 4, 3] if presenter else [2, 7, 2], vertical_alignment="bottom")
     previous_col.button(
@@ -76,7 +76,7 @@ def main() -> None:
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
-        teaching_cache.show_panel(view.panels[0], presenter)
+        boundary.show_figure(view.panels[0], bare=presenter)
     else:
         listing_col, step_col = st.columns([5, 6], gap="medium")
         with listing_col, st.container(key="step_listing"):
@@ -91,9 +91,9 @@ def main() -> None:
             for sentence in view.sentences:
                 st.markdown(sentence)
             for panel in view.panels:
-                teaching_cache.show_panel(panel, presenter)
+                boundary.show_figure(panel, bare=presenter)
 
-    controls.sync_url(settings, step=int(state.step_number), batch=int(state.step_batch))
+    url.sync_url(settings, step=int(state.step_number), batch=int(state.step_batch))
 
 
-controls.run_page(main)
+boundary.run_page(main)

@@ -6,7 +6,7 @@ Each knob runs the same MultiHeadAttention: with ExplicitAttention(scale=...), o
 
 import streamlit as st
 
-from explorer.glue import controls, teaching_cache
+from explorer.glue import boundary, caches, sidebar, teaching_cache, url
 from explorer.views import knobs_that_teach as views
 from explorer.views.knobs_that_teach import SCALE_MULTIPLIERS
 
@@ -14,9 +14,9 @@ st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer
 
 
 def main() -> None:
-    presenter = controls.presenter_toggle()
-    sidebar_settings = controls.settings_sidebar()
-    settings = controls.fit_budget(sidebar_settings, controls.HEAVY_CELLS, "Knobs that teach")
+    presenter = sidebar.presenter_toggle()
+    sidebar_settings = sidebar.settings_sidebar(fields=sidebar.EVAL_FIELDS)
+    settings = caches.fit_budget(sidebar_settings, caches.HEAVY_CELLS, "Knobs that teach")
     seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
 
     seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
@@ -26,22 +26,22 @@ def main() -> None:
     seed_choice("knobs_preset", "preset", "previous", views.PRESETS)
 
     st.title("Knobs that teach")
-    knob = controls.section_choice("knob", KNOBS, default="temperature")
-    controls.show_notices()
-    tabs = dict(zip(KNOBS, controls.section_tabs("knob", KNOBS, knob), strict=True))
+    knob = sidebar.section_choice("knob", KNOBS, default="temperature")
+    url.show_notices()
+    tabs = dict(zip(KNOBS, sidebar.section_tabs("knob", KNOBS, knob), strict=True))
 
     def show(panels, pairs_from: int = 1) -> None:
         """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone)."""
         if presenter:
-            teaching_cache.show_panel(panels[0], presenter)
+            boundary.show_figure(panels[0], bare=presenter)
             return
         for panel in panels[:pairs_from]:
-            teaching_cache.show_panel(panel, presenter)
+            boundary.show_figure(panel, bare=presenter)
         rest = panels[pairs_from:]
         for start in range(0, len(rest), 2):
             for column, panel in zip(st.columns(2), rest[start : start + 2], strict=False):
                 with column:
-                    teaching_cache.show_panel(panel, presenter)
+                    boundary.show_figure(panel, bare=presenter)
 
     # Only the open knob runs and is sent; the others keep their values in session state and the URL.
     with tabs[knob]:
@@ -49,7 +49,7 @@ def main() -> None:
             settings, show, presenter
         )
     state = st.session_state
-    controls.sync_url(
+    url.sync_url(
         sidebar_settings,
         knob=knob,
         scale=state.knobs_scale,
@@ -134,4 +134,4 @@ def preset_knob(settings, show, presenter: bool) -> None:
     show(made.panels, pairs_from=2)
 
 
-controls.run_page(main)
+boundary.run_page(main)

@@ -308,7 +308,7 @@ class ExplorerRun:
     """One forward pass of the explorer's module: its trace and the module's parts the panels draw.
 
     This is the computed view: every figure of every section, batch element and presentation is drawn from it,
-    so changing only those never runs the module again (see ``controls.explorer_run``).
+    so changing only those never runs the module again (see ``caches.explorer_run``).
     """
 
     trace: Trace
