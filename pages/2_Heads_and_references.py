@@ -58,9 +58,25 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
             )
 
     heads_view = teaching_cache.heads_view(settings, batch_index, presenter)
-    diffs = {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
+    side, stage = st.columns([1.2, 3.8], gap="medium") if presenter else (st.container(), st.container())
+    with side:
+        show_difference(heads_view)
+    with stage:
+        if presenter:  # the last panel (the difference) fills the first screen beside its largest value
+            boundary.show_figure(heads_view.panels[-1], bare=True, stage=True)
+    show_differences_by_step(heads_view)
+    if not presenter:
+        for panel in heads_view.panels:
+            boundary.show_figure(panel)
+
+
+def show_difference(heads_view) -> None:
     worst = max(heads_view.max_abs_diff.values())
     st.metric("largest difference, any step, any head", "0: bit for bit" if worst == 0 else f"{worst:.3g}")
+
+
+def show_differences_by_step(heads_view) -> None:
+    diffs = {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
     st.dataframe(
         diffs,
         hide_index=True,
@@ -68,9 +84,6 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
         width="content",
         column_config={"max |separate − batched|": st.column_config.NumberColumn(format="%.3e")},
     )
-    panels = heads_view.panels if not presenter else heads_view.panels[-1:]
-    for panel in panels:
-        boundary.show_figure(panel, bare=presenter)
 
 
 def references_part(settings, presenter: bool) -> None:

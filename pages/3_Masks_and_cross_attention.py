@@ -118,9 +118,9 @@ def show_fully_masked(view, settings) -> None:
 
 
 def show_agreement(view, settings, presenter: bool) -> None:
-    """The explicit and fused paths, side by side in two metrics."""
+    """The explicit and fused paths, side by side in two metrics (one under the other in presenter mode)."""
     tolerance = heads_and_references.agreement_tolerance(settings.dtype)
-    m1, m2 = st.columns(2)
+    m1, m2 = (st.container(), st.container()) if presenter else st.columns(2)
     m1.metric("max |explicit − fused| output", f"{view.max_diff_explicit_fused:.2e}")
     m2.metric(
         "implementations agree",
@@ -146,13 +146,8 @@ def show_conventions(view, src_len: int) -> None:
         st.caption(f"Too wide to print ({src_len} keys); the heatmap shows it.")
 
 
-def show_panels(view, presenter: bool, src_len: int) -> None:
+def show_panels(view, src_len: int) -> None:
     panels = {panel.key: panel for panel in view.panels}
-    if presenter:
-        for key in ("mask", "weights"):
-            if key in panels:
-                boundary.show_figure(panels[key], bare=True)
-        return
     if "mask" in panels:
         mask_col, conventions_col = st.columns(2, gap="large")
         with mask_col:
@@ -163,6 +158,21 @@ def show_panels(view, presenter: bool, src_len: int) -> None:
     output_col, _ = st.columns(2)
     with output_col:
         boundary.show_figure(panels["output"])
+
+
+def presenter_panels(view, settings) -> None:
+    """The agreement beside the weights the mask gives, filling the first screen; the mask itself and any fully
+    masked rows below."""
+    panels = {panel.key: panel for panel in view.panels}
+    side, stage = st.columns([1.2, 3.8], gap="medium")
+    with side:
+        show_agreement(view, settings, presenter=True)
+    with stage:
+        boundary.show_figure(panels["weights"], bare=True, stage=True)
+    if "mask" in panels:
+        boundary.show_figure(panels["mask"], bare=True)
+    if view.fully_masked:
+        show_fully_masked(view, settings)
 
 
 def main() -> None:
@@ -196,10 +206,13 @@ def main() -> None:
             f"(q0…) attend to {src_len} keys and values (k0…) from another sequence, batch {batch_size}. Seeded random "
             "embeddings; the heads and widths come from the sidebar."
         )
-    if view.fully_masked:
-        show_fully_masked(view, settings)
-    show_agreement(view, settings, presenter)
-    show_panels(view, presenter, src_len)
+    if presenter:
+        presenter_panels(view, settings)
+    else:
+        if view.fully_masked:
+            show_fully_masked(view, settings)
+        show_agreement(view, settings, presenter)
+        show_panels(view, src_len)
     url.sync_url(
         settings, tgt_len=tgt_len, src_len=src_len, mask=kind, impl=implementation, batch=batch_index, **mask.url_params
     )

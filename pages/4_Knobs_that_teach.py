@@ -30,10 +30,14 @@ def main() -> None:
     url.show_notices()
     tabs = dict(zip(KNOBS, sidebar.section_tabs("knob", KNOBS, knob), strict=True))
 
+    side, stage = st.columns([1.2, 3.8], gap="medium") if presenter else (st.container(), None)
+
     def show(panels, pairs_from: int = 1) -> None:
-        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone)."""
+        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone,
+        filling the first screen beside the knob)."""
         if presenter:
-            boundary.show_figure(panels[0], bare=presenter)
+            with stage:
+                boundary.show_figure(panels[0], bare=True, stage=True)
             return
         for panel in panels[:pairs_from]:
             boundary.show_figure(panel, bare=presenter)
@@ -44,7 +48,7 @@ def main() -> None:
                     boundary.show_figure(panel, bare=presenter)
 
     # Only the open knob runs and is sent; the others keep their values in session state and the URL.
-    with tabs[knob]:
+    with tabs[knob], side:
         {"temperature": temperature_knob, "dropout": dropout_knob, "presets": preset_knob}[knob](
             settings, show, presenter
         )
@@ -66,6 +70,11 @@ KNOBS = {
 }
 
 
+def metric_columns(presenter: bool):
+    """Three metrics side by side; in presenter mode one under the other, in the narrow column beside the figure."""
+    return (st.container(), st.container(), st.container()) if presenter else st.columns(3)
+
+
 def temperature_knob(settings, show, presenter: bool) -> None:
     head_dim = settings.head_dim
     multiplier = st.select_slider(
@@ -82,7 +91,7 @@ def temperature_knob(settings, show, presenter: bool) -> None:
             "larger scale (lower temperature) sharpens each row towards one-hot, entropy 0; a smaller one flattens it "
             "towards uniform, entropy log(number of visible keys)."
         )
-    e1, e2, e3 = st.columns(3)
+    e1, e2, e3 = metric_columns(presenter)
     e1.metric("softmax scale", f"{temperature.scale:.4g}")
     e2.metric("mean row entropy (nats)", f"{temperature.mean_entropy:.4f}")
     e3.metric(
@@ -94,7 +103,7 @@ def temperature_knob(settings, show, presenter: bool) -> None:
 
 
 def dropout_knob(settings, show, presenter: bool) -> None:
-    d1, d2 = st.columns([3, 1])
+    d1, d2 = (st.container(), st.container()) if presenter else st.columns([3, 1])
     percent = int(d1.slider("dropout p (%)", 5, 90, step=5, key="knobs_drop"))
     draw = int(d2.number_input("draw", 0, 999, key="knobs_draw", help="Another seed for dropout's random mask."))
     dropout = teaching_cache.dropout_view(settings, percent, draw, presenter)
@@ -106,7 +115,7 @@ def dropout_knob(settings, show, presenter: bool) -> None:
             "to 1, only on average. In eval mode dropout does nothing. The module here is a train-mode copy; the "
             "sidebar's train toggle is not needed."
         )
-    k1, k2, k3 = st.columns(3)
+    k1, k2, k3 = metric_columns(presenter)
     k1.metric(
         "kept", f"{dropout.kept_fraction:.1%}", help=f"share of the unmasked weights kept; expected {1 - dropout.p:.0%}"
     )

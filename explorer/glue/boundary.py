@@ -22,21 +22,36 @@ server_setup.configure_process()  # once per process, before any session compute
 idle.start_watcher()  # caches cleared after 5 minutes without a visitor
 
 
-def show_figure(panel, *, bare: bool = False) -> None:
-    """A panel: its heading, the figure (PNG download named after it), and its caption; ``bare``: the figure only
-    (the teaching pages' presenter mode)."""
+def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
+    """A panel: its heading, the figure (PNG download named after it), and its caption.
+
+    ``bare``: the figure only (the teaching pages' presenter mode). ``stage``: the figure fills the height left on a
+    projector's first screen (presenter mode's main figure; see sidebar.PRESENTER_CSS), whatever its own height.
+    """
     if not bare:
         st.markdown(f"**{panel.title}**")
-    plot(st, panel.figure, key=f"chart_{panel.key}")
+    if stage:
+        with st.container(key=f"stage_{panel.key}"):
+            plot(st, panel.figure, key=f"chart_{panel.key}", height="stretch")
+    else:
+        plot(st, panel.figure, key=f"chart_{panel.key}")
     if not bare:
         st.caption(panel.caption)
 
 
-def plot(container, figure, *, key: str) -> None:
-    """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG."""
+def plot(container, figure, *, key: str, height: int | str = "content") -> None:
+    """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG.
+
+    In dark mode Streamlit's template goes under the figure's own settings, so what the figure leaves unset (text
+    and grid colours, backgrounds) follows the theme; in light mode the figure is drawn as built (plotly's white
+    template), since Streamlit's template also sets axis tick sizes, smaller than presenter mode's.
+    """
     from ..views import figures
 
-    container.plotly_chart(figure, width="stretch", theme=None, config=figures.png_config_for(figure), key=key)
+    theme = "streamlit" if st.context.theme.type == "dark" else None  # light: the figure's own look, unchanged
+    container.plotly_chart(
+        figure, width="stretch", height=height, theme=theme, config=figures.png_config_for(figure), key=key
+    )
 
 
 log = logging.getLogger("mha_explorer")

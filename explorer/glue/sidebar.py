@@ -233,7 +233,7 @@ def navigation() -> None:
 
 
 def presenter_toggle() -> bool:
-    """Presenter mode: large type and no clutter, for a projector. Kept in the URL."""
+    """Presenter mode: large type and no clutter, for a projector, with the sidebar folded away. Kept in the URL."""
     navigation()
     state = st.session_state
     if "_presenter" not in state:  # a non-widget copy survives page switches
@@ -242,23 +242,42 @@ def presenter_toggle() -> bool:
     presenter = st.sidebar.toggle(
         "Presenter mode",
         key="w_presenter",
-        help="Large type for a projector.",
+        help="Large type for a projector; the sidebar folds away (its › button opens it).",
         on_change=lambda: state.update(_presenter=state.w_presenter),
     )
+    # The browser applies this only when it changes (and a visitor's own fold or unfold, kept by the browser, wins).
+    st.set_page_config(initial_sidebar_state="collapsed" if presenter else "auto")
     if presenter:
-        st.markdown(PRESENTER_CSS, unsafe_allow_html=True)  # a constant: nothing from the user
+        st.html(PRESENTER_CSS)  # a constant: nothing from the user
     return presenter
 
 
+# Presenter mode's type, for a projector at the back of a room: everything larger, nothing cut. Metric values need
+# selectors more specific than the markdown rule (they are markdown inside), and tables drawn on a canvas (st.dataframe)
+# can only be zoomed. The sidebar keeps its width, so its page names wrap rather than end in "…".
 PRESENTER_CSS = """
 <style>
   html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
-  [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem; }
-  [data-testid="stCaptionContainer"] { font-size: 1.1rem; }
-  h1 { font-size: 3rem !important; } h2 { font-size: 2.3rem !important; } h3 { font-size: 1.9rem !important; }
-  [data-testid="stMetricValue"] { font-size: 2.6rem; }
-  pre code { font-size: 1.1rem; }
+  [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.2rem; }
+  [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 1.05rem; }
+  [data-testid="stMain"] h1 { font-size: 2.2rem !important; padding-top: 0; }
+  [data-testid="stMain"] h2 { font-size: 1.9rem !important; }
+  [data-testid="stMain"] h3 { font-size: 1.6rem !important; }
+  [data-testid="stMetricValue"], [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p {
+    font-size: 2.6rem !important; }
+  [data-testid="stMetricValue"] div, [data-testid="stMetricValue"] p, [data-testid="stMetricLabel"] div,
+  [data-testid="stMetricLabel"] p { white-space: normal !important;
+    overflow: visible !important; overflow-wrap: anywhere; line-height: 1.15; }
+  [data-testid="stMetricLabel"] [data-testid="stMarkdownContainer"] p { font-size: 1.1rem; }
+  [data-testid="stTable"] table, [data-testid="stMarkdownContainer"] table { font-size: 1.15rem; }
+  [data-testid="stDataFrame"] { zoom: 1.3; }
+  pre code { font-size: 1.05rem; }
+  [data-testid="stSidebar"] [data-testid="stPageLink-NavLink"] span { white-space: normal; overflow: visible; }
+  [data-testid="stSliderThumbValue"] { transform: translateY(-0.35rem); }
   [data-testid="stToolbar"], [data-testid="stDecoration"], footer { display: none; }
-  .block-container { padding-top: 1.5rem; max-width: 100%; }
+  [data-testid="stHeader"] { background: transparent; height: 2.2rem; min-height: 2.2rem; }
+  .block-container, [data-testid="stMainBlockContainer"] { padding-top: 1.6rem; padding-bottom: 2rem;
+    max-width: 100%; }
+  [class*="st-key-stage_"] { height: calc(100vh - 230px) !important; min-height: 320px; flex: 0 0 auto !important; }
 </style>
 """
