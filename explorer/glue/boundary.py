@@ -42,15 +42,13 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
 def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG.
 
-    In dark mode Streamlit's template goes under the figure's own settings, so what the figure leaves unset (text
-    and grid colours, backgrounds) follows the theme; in light mode the figure is drawn as built (plotly's white
-    template), since Streamlit's template also sets axis tick sizes, smaller than presenter mode's.
+    Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
+    grid colours) follows the page's light or dark theme; they set their text sizes themselves.
     """
     from ..views import figures
 
-    theme = "streamlit" if st.context.theme.type == "dark" else None  # light: the figure's own look, unchanged
     container.plotly_chart(
-        figure, width="stretch", height=height, theme=theme, config=figures.png_config_for(figure), key=key
+        figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
     )
 
 

@@ -142,3 +142,70 @@ def test_presenter_mode_puts_each_main_figure_on_the_first_screen_and_cuts_no_te
     finally:
         context.close()
     assert not problems, "\n".join(problems)
+
+
+LARGEST_PAGES = {"explorer", "step_through"}  # the largest settings are slow: the pages that run the module itself
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "8x64", "largest"])
+def test_every_page_at_each_setting_is_photographed_with_no_text_cut(browser, app_url, scenario):
+    context = browser.new_context(viewport={"width": 1600, "height": 1000}, device_scale_factor=1)
+    page = context.new_page()
+    problems = []
+    try:
+        for slug, path, query in PAGES:
+            if scenario == "largest" and slug not in LARGEST_PAGES:
+                continue
+            name = f"{scenario}_{slug}"
+            open_page(page, app_url, path, "&".join(q for q in (query, SCENARIOS[scenario]) if q))
+            problems += [f"{name}: {p}" for p in clipped_text(page)]
+            screenshot(page, name)
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_dark_mode_draws_figures_on_the_dark_theme(browser, app_url):
+    """The visitor's system asks for dark: the app and its figures are dark, their text light (and nothing cut)."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000}, color_scheme="dark")
+    page = context.new_page()
+    problems = []
+    try:
+        for slug, path, query in PAGES:
+            name = f"dark_{slug}"
+            open_page(page, app_url, path, query)
+            problems += [f"{name}: {p}" for p in clipped_text(page)]
+            if slug in DRAWS_AT_ONCE:
+                problems += [f"{name}: {p}" for p in page.evaluate(DARK_FIGURE_JS)]
+            screenshot(page, name)
+            first_screen(page, f"{name}_first_screen")
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
+
+
+# A figure on the dark theme: its background is not white, and its axis labels are light (readable on it).
+DARK_FIGURE_JS = """
+() => {
+  const found = [];
+  const luminance = (color) => {
+    const m = color.match(/[0-9.]+/g);
+    if (!m) return null;
+    const [r, g, b, a] = m.map(Number);
+    if (a === 0) return null;  // transparent: the page's dark background shows
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  };
+  for (const plot of document.querySelectorAll(".js-plotly-plot")) {
+    const paper = plot.querySelector(".main-svg");
+    const paperFill = paper && getComputedStyle(paper).backgroundColor;
+    const light = luminance(paperFill || "");
+    if (light !== null && light > 0.5) found.push(`a figure's background is light (${paperFill})`);
+    const tick = plot.querySelector(".xtick text, .ytick text");
+    if (tick) {
+      const ink = luminance(tick.style.fill || getComputedStyle(tick).fill);
+      if (ink !== null && ink < 0.5) found.push(`a figure's axis labels are dark (${tick.style.fill})`);
+    }
+  }
+  return found;
+}
+"""
