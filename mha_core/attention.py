@@ -11,7 +11,6 @@ against (b, h, i, j).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -98,11 +97,3 @@ class FusedAttention:
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=self.scale
         )  # (b, h, i, d)
         return recorder("context_heads", context, "per-head context from the fused SDPA kernel")
-
-
-IMPLEMENTATIONS: dict[str, type] = {"explicit": ExplicitAttention, "fused": FusedAttention}
-
-
-def default_scale(head_dim: int) -> float:
-    """The softmax scale both implementations use when none is given."""
-    return 1.0 / math.sqrt(head_dim)

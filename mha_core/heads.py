@@ -17,7 +17,7 @@ from .modules import MultiHeadAttention
 from .trace import trace_forward
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SeparateHeads:
     scores: torch.Tensor  # (b, h, T, T) Q Kᵀ of each head, computed alone
     weights: torch.Tensor  # (b, h, T, T)
@@ -64,4 +64,10 @@ def separate_heads(module: MultiHeadAttention, x: torch.Tensor) -> SeparateHeads
         "context": (concatenated, batched["context"]),
     }
     diffs = {name: (a - b).abs().max().item() if a.numel() else 0.0 for name, (a, b) in pairs.items()}
-    return SeparateHeads(result_scores, result_weights, result_context, concatenated, diffs)
+    return SeparateHeads(
+        scores=result_scores,
+        weights=result_weights,
+        context=result_context,
+        concatenated=concatenated,
+        max_abs_diff=diffs,
+    )

@@ -166,7 +166,7 @@ def median_seconds(call: Callable[[], object], device: torch.device, repeats: in
     return statistics.median(times)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CostSpec:
     """What to measure: the module's shape, where, and how long at most."""
 
@@ -186,7 +186,7 @@ class CostSpec:
         return self.num_heads * self.head_dim
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CostPoint:
     variant: str
     num_tokens: int
@@ -195,7 +195,7 @@ class CostPoint:
     matrix_bytes: int  # one (b, h, T, T) matrix by the formula b · h · T² · bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CostReport:
     spec: CostSpec
     points: list[CostPoint]
@@ -231,6 +231,20 @@ def variant_calls(module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
     }
 
 
+def _measured_module(spec: CostSpec, context_length: int):
+    """The one module every variant runs: E = d_in = d_out = h · head_dim, seeded, on the spec's device and dtype."""
+    module_spec = runs.ModuleSpec(
+        d_in=spec.d_model,
+        d_out=spec.d_model,
+        context_length=context_length,
+        num_heads=spec.num_heads,
+        seed=spec.seed,
+        device=spec.device,
+        dtype=spec.dtype,
+    )
+    return runs.build_module(module_spec)
+
+
 def measure(
     spec: CostSpec,
     variants: Sequence[str] = tuple(VARIANTS),
@@ -252,17 +266,7 @@ def measure(
         raise TimeoutError("another measurement is running; try again in a minute")
     try:
         begin = time.perf_counter()
-        module = runs.build_module(
-            runs.ModuleSpec(
-                d_in=spec.d_model,
-                d_out=spec.d_model,
-                context_length=tokens[-1],
-                num_heads=spec.num_heads,
-                seed=spec.seed,
-                device=spec.device,
-                dtype=spec.dtype,
-            )
-        )
+        module = _measured_module(spec, context_length=tokens[-1])
         generator = torch.Generator().manual_seed(spec.seed)
         points: list[CostPoint] = []
         skipped: list[int] = []
@@ -284,13 +288,19 @@ def measure(
                     progress(done, f"{VARIANTS[variant]} at {num_tokens} tokens")
                 seconds = median_seconds(calls[variant], device, spec.repeats)
                 peak = peak_bytes(calls[variant], device)
-                points.append(CostPoint(variant, num_tokens, seconds, peak, formula))
+                points.append(
+                    CostPoint(
+                        variant=variant, num_tokens=num_tokens, seconds=seconds, peak_bytes=peak, matrix_bytes=formula
+                    )
+                )
             with torch.no_grad():
                 trace_bytes = trace_matrix_bytes(trace_forward(module, x))
             del calls, x
             last_seconds = time.perf_counter() - started
         if progress is not None:
             progress(1.0, "done")
-        return CostReport(spec, points, skipped, trace_bytes, time.perf_counter() - begin)
+        return CostReport(
+            spec=spec, points=points, skipped=skipped, trace_bytes=trace_bytes, seconds=time.perf_counter() - begin
+        )
     finally:
         _MEASURING.release()

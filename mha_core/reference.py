@@ -92,7 +92,7 @@ def sdpa_forward(module: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
     return module.out_proj(context)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReferenceReport:
     """Max absolute differences; the ``*_vs_float64`` ones are errors against a float64 module."""
 

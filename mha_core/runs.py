@@ -21,7 +21,7 @@ from .trace import Trace, trace_forward
 INPUT_KINDS = ("book", "random", "text")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModuleSpec:
     d_in: int = 3
     d_out: int = 2
@@ -34,7 +34,7 @@ class ModuleSpec:
     dtype: str = "float32"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InputSpec:
     kind: str = "book"  # one of INPUT_KINDS
     num_tokens: int = 6

@@ -75,7 +75,7 @@ def entropy_sweep(module: MultiHeadAttention, x: torch.Tensor, multipliers: Sequ
 # --- dropout ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DropoutReport:
     p: float
     keep: torch.Tensor  # (b, h, i, j) bool: dropout kept this weight (masked cells count as kept)
@@ -228,19 +228,7 @@ def cross_inputs(batch_size: int, tgt_len: int, src_len: int, hidden_dim: int, s
     return query, source, [f"q{i}" for i in range(tgt_len)], [f"k{j}" for j in range(src_len)]
 
 
-def mask_to_bits(mask: torch.Tensor) -> list[int]:
-    """(i, j) bool -> one integer per row, bit j set when key j may be attended (for a URL)."""
-    return [sum(1 << j for j, allowed in enumerate(row) if allowed) for row in mask.tolist()]
-
-
-def mask_from_bits(bits: Sequence[int], num_keys: int) -> torch.Tensor:
-    """The inverse of ``mask_to_bits``: (len(bits), num_keys) bool; bits beyond num_keys are ignored."""
-    return torch.tensor([[bool(row >> j & 1) for j in range(num_keys)] for row in bits], dtype=torch.bool).reshape(
-        len(bits), num_keys
-    )
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MaskParams:
     """Everything a mask builder needs; hashable, so it can key a cache."""
 
@@ -248,9 +236,13 @@ class MaskParams:
     lengths: tuple[int, ...] = ()  # padding: keys each batch element may attend to
     window: int = 2  # sliding window: query i sees key j where |i − j| < window
     causal_only: bool = True  # sliding window: earlier keys only
-    keep_percent: int = 70  # random: chance a position is kept
+    keep_fraction: float = 0.7  # random: chance a position is kept, in [0, 1]
     seed: int = 0  # random
-    custom: tuple[int, ...] = ()  # custom: one bit row per query (see mask_to_bits)
+    custom: tuple[tuple[bool, ...], ...] = ()  # custom: one row per query, one flag per key, True = may attend
+
+    def __post_init__(self):
+        if not 0.0 <= self.keep_fraction <= 1.0:  # also refuses NaN
+            raise ValueError(f"keep_fraction must be in [0, 1], got {self.keep_fraction}")
 
 
 def make_mask(params: MaskParams, batch_size: int, tgt_len: int, src_len: int) -> torch.Tensor | None:
@@ -267,22 +259,20 @@ def make_mask(params: MaskParams, batch_size: int, tgt_len: int, src_len: int) -
     elif kind == "sliding window":
         mask = masks.sliding_window(tgt_len, src_len, params.window, causal_only=params.causal_only)
     elif kind == "random":
-        return masks.random(tgt_len, src_len, params.keep_percent / 100, params.seed, batch_size=batch_size)
+        return masks.random(tgt_len, src_len, params.keep_fraction, params.seed, batch_size=batch_size)
     elif kind == "custom":
         if len(params.custom) != tgt_len:
             raise ValueError(f"a custom mask needs one row per query ({tgt_len}), got {len(params.custom)}")
-        mask = mask_from_bits(params.custom, src_len)
+        widths = sorted({len(row) for row in params.custom})
+        if widths and widths != [src_len]:
+            raise ValueError(f"a custom mask needs one flag per key ({src_len}) in every row, got rows of {widths}")
+        mask = torch.tensor(params.custom, dtype=torch.bool).reshape(tgt_len, src_len)  # (i, j)
     else:
         raise ValueError(f"mask kind must be one of {MASK_KINDS}, got {kind!r}")
     return mask.expand(batch_size, tgt_len, src_len).clone()
 
 
-def handwritten_softmax(scaled_scores: torch.Tensor) -> torch.Tensor:
-    """softmax with no fix for fully masked rows: exp(−∞)/Σexp(−∞) = 0/0 = NaN there."""
-    return torch.softmax(scaled_scores, dim=-1)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CrossRun:
     trace: Trace  # the explicit implementation: every step
     output_fused: torch.Tensor  # the fused implementation's output on the same inputs
@@ -312,7 +302,7 @@ def run_cross(
         runs[implementation] = trace_forward(module, q, s, s, mask)
     explicit, fused = runs["explicit"], runs["fused"]
     diff = (explicit.output.double() - fused.output.double()).abs().max().item() if explicit.output.numel() else 0.0
-    return CrossRun(explicit, fused.output, diff)
+    return CrossRun(trace=explicit, output_fused=fused.output, max_diff_explicit_fused=diff)
 
 
 # --- references on any device ----------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepInfo:
     """What a step holds and where it was computed."""
 
@@ -29,7 +29,7 @@ class StepInfo:
     shape: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trace:
     output: torch.Tensor
     steps: Mapping[str, torch.Tensor]  # step name -> tensor, in data-flow order
@@ -56,7 +56,13 @@ class _Recorder:
         frame = sys._getframe(1)  # the line that computed `tensor` and passed it here
         source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
         self.steps[name] = tensor.detach()
-        self.info[name] = StepInfo(description, source, frame.f_code.co_filename, frame.f_lineno, tuple(tensor.shape))
+        self.info[name] = StepInfo(
+            description=description,
+            source=source,
+            filename=frame.f_code.co_filename,
+            lineno=frame.f_lineno,
+            shape=tuple(tensor.shape),
+        )
         return tensor
 
 

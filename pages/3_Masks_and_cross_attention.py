@@ -53,7 +53,7 @@ def window_mask(src_len: int) -> MaskChoice:
 def random_mask(seed: int) -> MaskChoice:
     teaching_cache.seed_int("masks_keep", "keep", 70, 0, 100)
     keep = int(st.slider("chance a position is kept (%)", 0, 100, key="masks_keep"))
-    return MaskChoice(MaskParams(kind="random", keep_percent=keep, seed=seed), {"keep": keep})
+    return MaskChoice(views.random_params(keep, seed), {"keep": keep})
 
 
 def custom_mask(tgt_len: int, src_len: int) -> MaskChoice:
@@ -85,7 +85,7 @@ def custom_mask(tgt_len: int, src_len: int) -> MaskChoice:
         column_config={k: st.column_config.CheckboxColumn(k, width="small") for k in k_names},
     )
     rows = views.table_to_rows(edited.to_numpy(dtype=bool))
-    return MaskChoice(MaskParams(kind="custom", custom=tuple(rows)), {f"m{i}": bits for i, bits in enumerate(rows)})
+    return MaskChoice(views.custom_params(rows, src_len), {f"m{i}": bits for i, bits in enumerate(rows)})
 
 
 def mask_choice(kind: str, settings, tgt_len: int, src_len: int) -> MaskChoice:

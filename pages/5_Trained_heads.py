@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from explorer.glue import boundary, sidebar, training_cache, url
+from explorer.glue import boundary, sidebar, trained_link, training_cache, url
 from explorer.glue import settings as cfg
 from explorer.views import trained_heads
 from explorer.views.trained_heads import TASKS
@@ -246,7 +246,7 @@ def show_explorer_link(result: trained_heads.TrainResult) -> None:
         layer = st.radio(
             "layer to open", range(layers), key="w_tr_layer", horizontal=True, format_func=lambda k: f"layer {k}"
         )
-    spec = trained_heads.format_trained_spec(result.config, layer)
+    spec = trained_link.format_trained_spec(result.config, layer)
     label = f"Open layer {layer} in the explorer"
     try:  # in-app navigation keeps the session (and the sidebar's settings)
         st.page_link("app.py", label=label, icon=":material/open_in_new:", query_params={"trained": spec})

@@ -14,9 +14,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import admission, caches, training_cache
+from explorer.glue import admission, caches, trained_link, training_cache
 from explorer.glue import settings as cfg
-from mha_core import profiling, training
+from mha_core import profiling, tasks, tiny_model, training
 
 from .apptest_helpers import check_page, open_page
 
@@ -122,8 +122,8 @@ def test_run_page_catches_streamlit_errors_but_not_its_control_flow(kind):
 
 def test_a_trained_link_is_clamped_to_what_the_page_offers_with_a_notice():
     s, notices = cfg.parse_query({"trained": LONG_TRAIN_LINK})
-    config, layer = training.parse_trained_spec(s.trained)
-    defaults = training.TASKS["previous_token"].defaults
+    config, layer = trained_link.parse_trained_spec(s.trained)
+    defaults = tasks.TASKS["previous_token"].defaults
     assert (config.num_heads, config.d_model) == (max(cfg.TRAIN_HEAD_CHOICES), cfg.TRAIN_D_MODEL)
     assert (config.vocab_size, config.seq_len, config.batch_size) == (
         defaults.vocab_size,
@@ -137,7 +137,7 @@ def test_a_trained_link_is_clamped_to_what_the_page_offers_with_a_notice():
 
 def test_a_page_made_link_is_left_as_it_is():
     page_config = training.make_config("induction", num_heads=4, d_model=cfg.TRAIN_D_MODEL, steps=300, seed=9)
-    spec = training.format_trained_spec(page_config, 1)
+    spec = trained_link.format_trained_spec(page_config, 1)
     s, notices = cfg.parse_query({"trained": spec})
     assert s.trained == spec and not [n for n in notices if "not one the Trained heads page trains" in n]
 
@@ -145,7 +145,7 @@ def test_a_page_made_link_is_left_as_it_is():
 def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
     """The held-out evaluation runs in chunks; the link trains the clamped config, through the gate."""
     batches, configs = [], []
-    real_weights, real_run = training.TinyAttentionModel.attention_weights, training.run
+    real_weights, real_run = tiny_model.TinyAttentionModel.attention_weights, training.run
 
     def watched_weights(self, tokens):
         batches.append(tokens.shape[0])
@@ -155,7 +155,7 @@ def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
         configs.append((config, kwargs.get("time_budget_s")))
         return real_run(config, **kwargs)
 
-    monkeypatch.setattr(training.TinyAttentionModel, "attention_weights", watched_weights)
+    monkeypatch.setattr(tiny_model.TinyAttentionModel, "attention_weights", watched_weights)
     monkeypatch.setattr(training, "run", watched_run)
     training_cache.result_store().clear()
     admitted = admission.GATE.admitted
@@ -171,7 +171,7 @@ def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
 
 def test_chunked_evaluation_equals_one_batch():
     result = training.train("first_token", steps=30, seed=3)
-    model = training.load_model(result)
+    model = tiny_model.load_model(result)
     heldout = result.task.batch(torch.Generator().manual_seed(7), 200, 16, 16)
     accuracy, scores = training._evaluate(model, result.task, heldout, 16)
     with torch.no_grad():

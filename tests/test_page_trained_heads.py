@@ -15,8 +15,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import training_cache
-from mha_core import training
+from explorer.glue import trained_link, training_cache
+from mha_core import tasks, training
 from mha_core.modules import MultiHeadAttention
 
 from .apptest_helpers import run_page
@@ -75,7 +75,7 @@ def test_page_opens_without_exception_and_asks_for_training():
     assert not at.exception
     assert at.title[0].value == "Trained heads"
     assert any("Press **Train**" in info.value for info in at.info)
-    assert any(info.value == training.TASKS["previous_token"].description for info in at.info)
+    assert any(info.value == tasks.TASKS["previous_token"].description for info in at.info)
     assert not at.get("plotly_chart")
     assert not at.button(key="tr_train").disabled
     assert at.button(key="tr_stop").disabled
@@ -204,7 +204,7 @@ def test_explorer_link_carries_a_spec_that_gives_the_trained_layer(train_calls):
     (link,) = at.get("link_button")  # run on its own, the page links by URL; under `streamlit run`, st.page_link
     assert link.proto.url.startswith("./?trained=")
     spec = link.proto.url.removeprefix("./?trained=")
-    config, layer = training.parse_trained_spec(spec)
+    config, layer = trained_link.parse_trained_spec(spec)
     assert (config, layer) == (_page_config(), 0)
     module, x, labels = training_cache.trained_explorer_input(spec)
     assert len(train_calls) == 1  # served from the page's run
@@ -218,7 +218,7 @@ def test_explorer_link_carries_a_spec_that_gives_the_trained_layer(train_calls):
 
 
 def test_trained_explorer_input_trains_when_nothing_is_stored(train_calls):
-    spec = training.format_trained_spec(training.make_config("first_token", steps=20), 0)
+    spec = trained_link.format_trained_spec(training.make_config("first_token", steps=20), 0)
     module, x, _ = training_cache.trained_explorer_input(spec)
     assert len(train_calls) == 1 and x.shape == (1, 16, 32)
     assert training_cache.finished_result(training.make_config("first_token", steps=20)) is not None

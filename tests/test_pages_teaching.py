@@ -12,7 +12,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.views import heads_and_references, step_through, step_through_steps
+from explorer.views import heads_and_references, masks_and_cross_attention, step_through, step_through_steps
 from mha_core import masks, teaching
 from mha_core.heads import separate_heads
 from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
@@ -115,7 +115,7 @@ def test_every_step_shows_the_traced_shapes_and_its_lines():
     at = open_page("step", **params)
     trace = run_trace(
         build_module(ModuleSpec(d_in=7, d_out=12, context_length=6, num_heads=3, seed=9)),
-        build_input(InputSpec("random", 5, 7, 3, 9))[0],
+        build_input(InputSpec(kind="random", num_tokens=5, d_in=7, batch_size=3, seed=9))[0],
     )
     for number, step in enumerate(step_through_steps.STEPS, start=1):
         at.slider(key="step_number").set_value(number).run()
@@ -166,7 +166,7 @@ def test_heads_and_references_show_mha_cores_own_numbers_below_tolerance():
     }
     at = open_page("heads", **params)
     spec = ModuleSpec(d_in=12, d_out=12, context_length=7, num_heads=4, qkv_bias=True, seed=5)
-    x, _ = build_input(InputSpec("random", 7, 12, 2, 5))
+    x, _ = build_input(InputSpec(kind="random", num_tokens=7, d_in=12, batch_size=2, seed=5))
 
     heads_table = at.dataframe[0].value
     expected = separate_heads(build_module(spec), x).max_abs_diff
@@ -210,10 +210,10 @@ MASK_CASES = {
         {"window": 2, "window_side": "both"},
         teaching.MaskParams(kind="sliding window", window=2, causal_only=False),
     ),
-    "random": ({"keep": 50}, teaching.MaskParams(kind="random", keep_percent=50, seed=123)),
+    "random": ({"keep": 50}, teaching.MaskParams(kind="random", keep_fraction=0.5, seed=123)),
     "custom": (
         {"m0": 0b111111, "m1": 0, "m2": 0b000101, "m3": 0b100001},  # row q1 and columns k1, k3, k4 empty
-        teaching.MaskParams(kind="custom", custom=(0b111111, 0, 0b000101, 0b100001)),
+        masks_and_cross_attention.custom_params([0b111111, 0, 0b000101, 0b100001], 6),
     ),
 }
 

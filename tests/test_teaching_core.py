@@ -126,17 +126,18 @@ def test_identity_qk_copies_and_scores_become_input_dot_products():
 
 def test_mask_bits_round_trip_with_empty_rows_and_columns():
     mask = torch.tensor([[True, False, True], [False, False, False], [True, False, False]])  # row 1, column 1 empty
-    bits = teaching.mask_to_bits(mask)
+    bits = masks_and_cross_attention.mask_to_bits(mask)
     assert bits == [0b101, 0, 0b001]
-    assert torch.equal(teaching.mask_from_bits(bits, 3), mask)
-    assert teaching.mask_from_bits([], 4).shape == (0, 4)
+    assert torch.equal(masks_and_cross_attention.mask_from_bits(bits, 3), mask)
+    assert masks_and_cross_attention.mask_from_bits([], 4).shape == (0, 4)
+
+
+CUSTOM_FLAGS = ((True,) * 5, (False,) * 5, (True, False, False, False, False))  # the URL's m0=31, m1=0, m2=1
 
 
 @pytest.mark.parametrize("kind", teaching.MASK_KINDS)
 def test_every_mask_builder_gives_b_i_j_with_true_meaning_may_attend(kind):
-    params = teaching.MaskParams(
-        kind=kind, lengths=(5, 0), window=2, keep_percent=50, seed=1, custom=(0b11111, 0, 0b00001)
-    )
+    params = teaching.MaskParams(kind=kind, lengths=(5, 0), window=2, keep_fraction=0.5, seed=1, custom=CUSTOM_FLAGS)
     mask = teaching.make_mask(params, 2, 3, 5)
     if kind == "none":
         assert mask is None
@@ -148,24 +149,42 @@ def test_every_mask_builder_gives_b_i_j_with_true_meaning_may_attend(kind):
         "padding": torch.stack([torch.ones(3, 5, dtype=torch.bool), torch.zeros(3, 5, dtype=torch.bool)]),
         "sliding window": ((j <= i) & (i - j < 2)).expand(2, 3, 5),
         "random": masks.random(3, 5, 0.5, 1, batch_size=2),
-        "custom": teaching.mask_from_bits([0b11111, 0, 0b00001], 5).expand(2, 3, 5),
+        "custom": masks_and_cross_attention.mask_from_bits([0b11111, 0, 0b00001], 5).expand(2, 3, 5),
     }[kind]
     assert torch.equal(mask, expected)
+
+
+def test_the_pages_url_units_become_the_cores_mask_params():
+    """?keep= is a percent and ?m0=… are bit rows; the core takes a fraction and one flag per key."""
+    assert masks_and_cross_attention.random_params(35, seed=4) == teaching.MaskParams(
+        kind="random", keep_fraction=0.35, seed=4
+    )
+    assert masks_and_cross_attention.custom_params([0b11111, 0, 0b00001], 5).custom == CUSTOM_FLAGS
+    assert masks_and_cross_attention.custom_params([0b111], 2).custom == ((True, True),)  # bits past the keys: ignored
 
 
 def test_mask_builders_reject_wrong_sizes():
     with pytest.raises(ValueError, match="2 lengths"):
         teaching.make_mask(teaching.MaskParams(kind="padding", lengths=(1,)), 2, 3, 4)
     with pytest.raises(ValueError, match="one row per query"):
-        teaching.make_mask(teaching.MaskParams(kind="custom", custom=(1, 1)), 1, 3, 4)
+        teaching.make_mask(teaching.MaskParams(kind="custom", custom=((True,) * 4,) * 2), 1, 3, 4)
+    with pytest.raises(ValueError, match=r"one flag per key \(4\) in every row, got rows of \[3, 4\]"):
+        teaching.make_mask(teaching.MaskParams(kind="custom", custom=((True,) * 4, (True,) * 3)), 1, 2, 4)
     with pytest.raises(ValueError, match="mask kind"):
         teaching.make_mask(teaching.MaskParams(kind="diagonal"), 1, 3, 4)
+
+
+@pytest.mark.parametrize("fraction", [-0.01, 1.5, 70, float("nan")])
+def test_keep_fraction_outside_0_1_is_refused_naming_the_number(fraction):
+    with pytest.raises(ValueError, match=f"keep_fraction must be in \\[0, 1\\], got {fraction}"):
+        teaching.MaskParams(kind="random", keep_fraction=fraction)
 
 
 def test_cross_attention_fully_masked_rows_are_zero_and_fused_agrees():
     query, source, q_labels, k_labels = teaching.cross_inputs(2, 4, 6, 8, seed=0)
     assert query.shape == (2, 4, 8) and source.shape == (2, 6, 8) and k_labels[-1] == "k5"
-    mask = teaching.make_mask(teaching.MaskParams(kind="custom", custom=(0b111111, 0, 0b000001, 0b100000)), 2, 4, 6)
+    params = masks_and_cross_attention.custom_params([0b111111, 0, 0b000001, 0b100000], 6)
+    mask = teaching.make_mask(params, 2, 4, 6)
     run = teaching.run_cross(
         8, 2, bias=True, seed=3, device="cpu", dtype="float32", query=query, source=source, mask=mask
     )
@@ -175,8 +194,9 @@ def test_cross_attention_fully_masked_rows_are_zero_and_fused_agrees():
     assert torch.all(weights[:, :, 1] == 0) and torch.all(steps["context_heads"][:, :, 1] == 0)
     assert torch.equal(steps["fully_masked_rows"].squeeze(1), masks.fully_masked_rows(mask))
     assert run.max_diff_explicit_fused < 1e-6
-    nan_rows = torch.isnan(teaching.handwritten_softmax(steps["scaled_scores"])).all(-1)
+    nan_rows = torch.isnan(torch.softmax(steps["scaled_scores"], dim=-1)).all(-1)  # a hand-written softmax: 0/0
     assert nan_rows[:, :, 1].all() and nan_rows.sum() == 2 * 2  # row 1 in every batch element and head
+    assert torch.equal(nan_rows, torch.isneginf(steps["scaled_scores"]).all(-1))  # what the view counts instead
     view = masks_and_cross_attention.build_masks_view(
         run, mask, q_labels, k_labels, batch_index=0, implementation="fused", presenter=False
     )

@@ -34,7 +34,7 @@ TRAIN_MIN_STEPS, TRAIN_MAX_STEPS = 10, 2000
 MAX_ATTENTION_CELLS = MAX_HEADS * MAX_TOKENS * MAX_TOKENS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything that determines what the explorer computes. Defaults are the book's example."""
 
@@ -52,27 +52,22 @@ class Settings:
     text: str = BOOK_TEXT
     device: str = "cpu"
     dtype: str = "float32"
-    trained: str = ""  # a trained layer (mha_core.training spec) instead of seeded random weights
+    trained: str = ""  # a trained layer (a trained_link spec) instead of seeded random weights
 
     @property
     def head_dim(self) -> int:
         return self.d_out // self.num_heads
 
     def module_spec(self) -> ModuleSpec:
-        return ModuleSpec(
-            self.d_in,
-            self.d_out,
-            self.context_length,
-            self.dropout,
-            self.num_heads,
-            self.qkv_bias,
-            self.seed,
-            self.device,
-            self.dtype,
-        )
+        return self._spec(ModuleSpec)
 
     def input_spec(self) -> InputSpec:
-        return InputSpec(self.input, self.num_tokens, self.d_in, self.batch_size, self.seed, self.text)
+        return self._spec(InputSpec, kind=self.input)
+
+    def _spec(self, spec_class, **renamed):
+        """A spec whose every field is this setting of the same name (or given in ``renamed``): listed once."""
+        own = {f.name: getattr(self, f.name) for f in fields(spec_class) if f.name not in renamed}
+        return spec_class(**own, **renamed)
 
     def is_book_example(self) -> bool:
         """True when the output must equal the book's printed numbers (any batch size or device)."""
@@ -288,7 +283,7 @@ def clamp_trained(config, layer: int):
     and the task's own vocabulary, length, batch and learning rate. A link asking for more (a 64-token,
     256-batch, 2000-step run takes most of an hour) gets the nearest run the page could have made.
     """
-    from mha_core.training import TASKS
+    from mha_core.tasks import TASKS
 
     defaults = TASKS[config.task].defaults
     heads = max(h for h in TRAIN_HEAD_CHOICES if h <= config.num_heads) if config.num_heads >= 1 else 1
@@ -311,7 +306,7 @@ def clamp_trained(config, layer: int):
 
 def _fit_trained(s: Settings, notices: list[str]) -> Settings:
     """Settings that define the module follow the trained model; a bad spec falls back to random weights."""
-    from mha_core.training import format_trained_spec, parse_trained_spec  # pulls in torch.optim: only when used
+    from .trained_link import format_trained_spec, parse_trained_spec  # pulls in mha_core.training: only when used
 
     try:
         config, layer = parse_trained_spec(s.trained)

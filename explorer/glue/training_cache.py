@@ -25,7 +25,7 @@ import torch
 from mha_core import training
 from mha_core.training import ExplorerInput, TrainConfig, TrainResult
 
-from . import admission
+from . import admission, trained_link
 from . import settings as cfg
 
 MAX_RESULTS = 16  # finished runs kept for all sessions together; a default run's state dict is ~20 KB
@@ -107,7 +107,7 @@ def trained_explorer_input(spec: str) -> ExplorerInput:
     finished run is stored, it trains through the admission gate, within the time budget, and stops when
     the session ends (``admission.SessionEndedError``). Shared by every session: never mutate the result.
     """
-    config, layer = training.parse_trained_spec(spec)
+    config, layer = trained_link.parse_trained_spec(spec)
     config, layer, _ = cfg.clamp_trained(config, layer)
     if finished_result(config) is None:
         ended = admission.session_ended()

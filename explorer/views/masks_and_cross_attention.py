@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ class MasksView:
     panels: tuple[Panel, ...]  # mask, weights (explicit), output of the chosen implementation
     fully_masked: tuple[tuple[int, tuple[int, ...]], ...]  # (batch element, query rows with every key masked)
     context_zero_on_masked_rows: bool
-    handwritten_nan_rows: int  # (batch, head, query) rows a plain softmax turns into NaN
+    handwritten_nan_rows: int  # (batch, head, query) rows scored −∞ throughout, which a plain softmax turns into NaN
     max_diff_explicit_fused: float
     implementation: str
 
@@ -117,7 +118,7 @@ def build_masks_view(
             if rows:
                 fully_masked.append((n, rows))
                 context_zero &= bool((context[n][:, list(rows)] == 0).all())
-        nan_rows = int(torch.isnan(teaching.handwritten_softmax(trace.steps["scaled_scores"])).all(-1).sum())
+        nan_rows = int(torch.isneginf(trace.steps["scaled_scores"]).all(-1).sum())  # exp(−∞)/Σexp(−∞) = 0/0 there
         ours = mask[b].cpu()
         ours_text, blocked_text = _mask_text(ours), _mask_text(masks.to_blocked(ours))
     else:
@@ -137,19 +138,43 @@ def build_masks_view(
     )
 
 
+# --- the URL's mask rows (m0, m1, …): one integer per query, bit j set where key j may be attended ------------------
+
+
+def mask_to_bits(mask: torch.Tensor) -> list[int]:
+    """(i, j) bool -> one integer per row, bit j set when key j may be attended."""
+    return [sum(1 << j for j, allowed in enumerate(row) if allowed) for row in mask.tolist()]
+
+
+def mask_from_bits(bits: Sequence[int], num_keys: int) -> torch.Tensor:
+    """The inverse of ``mask_to_bits``: (len(bits), num_keys) bool; bits beyond num_keys are ignored."""
+    flags = [[bool(row >> j & 1) for j in range(num_keys)] for row in bits]
+    return torch.tensor(flags, dtype=torch.bool).reshape(len(bits), num_keys)  # (i, j), also when there are no rows
+
+
 def causal_rows(tgt_len: int, src_len: int) -> list[int]:
     """The causal mask as one integer per query row, bit j set where key j may be attended (the URL's m0, m1, …)."""
-    return teaching.mask_to_bits(masks.causal(tgt_len, src_len))
+    return mask_to_bits(masks.causal(tgt_len, src_len))
 
 
 def rows_to_table(rows: list[int], query_names: list[str], key_names: list[str]):
     """The editor's table: one row per query, one tick column per key, True where it may attend."""
     import pandas as pd  # only this page's editor needs it: not imported at start-up (64 MB)
 
-    ticks = teaching.mask_from_bits(rows, len(key_names)).numpy()  # (len(rows), len(key_names)) bool
+    ticks = mask_from_bits(rows, len(key_names)).numpy()  # (len(rows), len(key_names)) bool
     return pd.DataFrame(ticks, index=query_names, columns=key_names)
 
 
 def table_to_rows(table: np.ndarray) -> list[int]:
     """The editor's (tgt_len, src_len) ticks back to one integer per row."""
-    return teaching.mask_to_bits(torch.tensor(np.asarray(table, dtype=bool)))
+    return mask_to_bits(torch.tensor(np.asarray(table, dtype=bool)))
+
+
+def custom_params(rows: Sequence[int], num_keys: int) -> MaskParams:
+    """The custom mask of the URL's bit rows, as the core's one flag per key."""
+    return MaskParams(kind="custom", custom=tuple(map(tuple, mask_from_bits(rows, num_keys).tolist())))
+
+
+def random_params(keep_percent: int, seed: int) -> MaskParams:
+    """The random mask of the page's percent slider (?keep=, 0–100), as the core's fraction."""
+    return MaskParams(kind="random", keep_fraction=keep_percent / 100, seed=seed)

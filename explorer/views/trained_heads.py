@@ -16,15 +16,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_core.training import (  # noqa: F401  (for the page)  # noqa: F401  (for the page)
-    HELDOUT_SIZE,
-    TASKS,
-    Inspection,
-    TrainConfig,
-    TrainResult,
-    format_trained_spec,
-    make_config,
-)
+from mha_core.tasks import TASKS  # noqa: F401  (for the page)
+from mha_core.training import HELDOUT_SIZE, Inspection, TrainConfig, TrainResult, make_config  # noqa: F401  (for the page)
 
 from . import figures
 from .panel import Panel, shape_text
