@@ -209,3 +209,27 @@ DARK_FIGURE_JS = """
   return found;
 }
 """
+
+
+def test_a_clicker_pages_through_the_steps_in_presenter_mode(browser, app_url):
+    """Page Down / Page Up (a presentation clicker) move the step with the sidebar folded; each step's figure is
+    on the first screen of a 1280 × 720 projector."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    try:
+        open_page(page, app_url, "Step_through", "step=1&presenter=true")
+        for key, expected in (("PageDown", "2"), ("PageDown", "3"), ("PageUp", "2")):
+            page.locator("h1").first.click()  # focus the page, not a widget
+            page.keyboard.press(key)
+            page.wait_for_function(
+                f"() => new URLSearchParams(location.search).get('step') === '{expected}'", timeout=60_000
+            )
+            wait_for_app(page)
+            page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(800)
+            assert page.locator("h1").first.inner_text().startswith(f"{expected}/12"), key
+            problems = check_presenter_page(page, "step_through", f"step {expected}")
+            assert not problems, "\n".join(problems)
+        first_screen(page, "presenter_1280x720_step_through_after_page_keys")
+    finally:
+        context.close()
