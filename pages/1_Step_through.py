@@ -26,7 +26,7 @@ def _move(delta: int) -> None:
 
 def step_buttons(view, presenter: bool) -> None:
     """Previous, the step slider and Next; Page Up / Page Down (a presentation clicker) press the buttons."""
-    previous_col, slider_col, next_col = st.columns([3, 4, 3] if presenter else [2, 7, 2], vertical_alignment="bottom")
+    previous_col, slider_col, next_col = st.columns([4, 3, 4] if presenter else [2, 7, 2], vertical_alignment="bottom")
     previous_col.button(
         "◀ Previous",
         key="step_previous",

@@ -274,7 +274,7 @@ def introduce(config: trained_heads.TrainConfig, task: str) -> None:
 def training_buttons(job, result) -> None:
     """Train (until this config is trained), Stop (while training), Replay (once there is a run to replay)."""
     finished = result is not None and not result.stopped_early
-    train_column, stop_column, replay_column, note_column = st.columns([1.2, 1.2, 1.6, 4], vertical_alignment="center")
+    train_column, stop_column, replay_column, note_column = st.columns([1.3, 1.3, 2, 3.4], vertical_alignment="center")
     train_column.button(
         "Train",
         type="primary",

@@ -254,7 +254,8 @@ def presenter_toggle() -> bool:
 
 # Presenter mode's type, for a projector at the back of a room: everything larger, nothing cut. Metric values need
 # selectors more specific than the markdown rule (they are markdown inside), and tables drawn on a canvas (st.dataframe)
-# can only be zoomed. The sidebar keeps its width, so its page names wrap rather than end in "…".
+# can only be zoomed. The sidebar keeps its width, so its page names wrap rather than end in "…". The header stays:
+# its toolbar holds the button that unfolds the sidebar (and the menu's theme switch).
 PRESENTER_CSS = """
 <style>
   html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
@@ -274,7 +275,7 @@ PRESENTER_CSS = """
   pre code { font-size: 1.05rem; }
   [data-testid="stSidebar"] [data-testid="stPageLink-NavLink"] span { white-space: normal; overflow: visible; }
   [data-testid="stSliderThumbValue"] { transform: translateY(-0.35rem); }
-  [data-testid="stToolbar"], [data-testid="stDecoration"], footer { display: none; }
+  [data-testid="stToolbarActions"], [data-testid="stDecoration"], footer { display: none; }
   [data-testid="stHeader"] { background: transparent; height: 2.2rem; min-height: 2.2rem; }
   .block-container, [data-testid="stMainBlockContainer"] { padding-top: 1.6rem; padding-bottom: 2rem;
     max-width: 100%; }

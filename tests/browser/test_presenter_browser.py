@@ -125,6 +125,21 @@ def check_presenter_page(page, slug: str, name: str) -> list[str]:
     return problems
 
 
+def open_sidebar(page, name: str) -> list[str]:
+    page.locator("[data-testid='stExpandSidebarButton']").click()
+    page.wait_for_function(
+        "() => document.querySelector(\"[data-testid='stSidebar']\").getAttribute('data-collapsed') === 'false'"
+    )
+    page.wait_for_timeout(800)
+    first_screen(page, name)
+    problems = [f"{name}: {p}" for p in clipped_text(page)]
+    page.locator("[data-testid='stSidebarCollapseButton'] button").click()  # fold it again (the browser keeps this)
+    page.wait_for_function(
+        "() => document.querySelector(\"[data-testid='stSidebar']\").getAttribute('data-collapsed') === 'true'"
+    )
+    return problems
+
+
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)], ids=["1280x720", "1920x1080"])
 def test_presenter_mode_puts_each_main_figure_on_the_first_screen_and_cuts_no_text(browser, app_url, size):
     context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
@@ -139,6 +154,8 @@ def test_presenter_mode_puts_each_main_figure_on_the_first_screen_and_cuts_no_te
             first_screen(page, name)
             problems += check_presenter_page(page, slug, name)
             screenshot(page, f"{name}_full")
+            if slug == "step_through":  # the folded sidebar is reachable, and nothing in it is cut
+                problems += open_sidebar(page, f"{name}_sidebar")
     finally:
         context.close()
     assert not problems, "\n".join(problems)
