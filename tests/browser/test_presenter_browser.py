@@ -66,6 +66,15 @@ CLIPPED_TEXT_JS = """
       }
     }
   }
+  const main = document.querySelector("[data-testid='stMainBlockContainer']");
+  const right = main ? main.getBoundingClientRect().right : window.innerWidth;
+  for (const el of document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame'], "
+                                             + "[data-testid='stMain'] [data-testid='stTable']")) {
+    const box = el.getBoundingClientRect();
+    if (box.width && box.right > right + 1) {
+      found.push(`a table runs past the page's right edge (${Math.round(box.right)} > ${Math.round(right)} px)`);
+    }
+  }
   for (const slider of document.querySelectorAll("[data-testid='stSlider']")) {
     const thumb = slider.querySelector("[role='slider']");
     const value = slider.querySelector("[data-testid='stSliderThumbValue']");
