@@ -41,6 +41,9 @@ def _mask_text(mask: torch.Tensor) -> str:
     return str(mask) if mask.shape[-1] <= MASK_TEXT_MAX_KEYS else ""
 
 
+READING = "rows: queries i (the token that reads), columns: keys j (the tokens it reads)"
+
+
 def build_masks_view(
     run: teaching.CrossRun,
     mask: torch.Tensor | None,
@@ -62,7 +65,8 @@ def build_masks_view(
             Panel(
                 "mask",
                 "The mask (True = may attend)",
-                f"`attn_mask` · shape (b, i, j) = {shape_text(mask.shape)} · {where} · the same mask for every head",
+                f"`attn_mask` · shape (b, i, j) = {shape_text(mask.shape)} · {READING} · {where} · "
+                "the same mask for every head",
                 figures.heads_heatmap(
                     mask[b].cpu().numpy()[None],
                     query_labels,
@@ -78,7 +82,7 @@ def build_masks_view(
         Panel(
             "weights",
             "Attention weights (explicit path): zero exactly where the mask blocks",
-            f"`attn_weights` · shape (b, h, i, j) = {shape_text(weights.shape)} · {where}",
+            f"`attn_weights` · shape (b, h, i, j) = {shape_text(weights.shape)} · {READING} · {where}",
             figures.heads_heatmap(
                 weights[b],
                 query_labels,

@@ -29,16 +29,17 @@ Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, 
 from __future__ import annotations
 
 from .diagrams import RESHAPE_STAGES, reshape_figure
-from .downsample import _block_reduce, _color_range, _colorbar_ticks
-from .heatmaps import _subplot_grid, heads_heatmap, matrix_heatmap
+from .downsample import _block_reduce, _color_range, _colorbar_ticks, weights_top
+from .heatmap_layout import FULL_FIGURE_PX
+from .heatmap_layout import subplot_grid as _subplot_grid
+from .heatmaps import heads_heatmap, matrix_heatmap
 from .lines import bar_chart, line_chart
 from .style import (
     _KINDS,
     ALLOWED_COLOR,
     BASE_FONT_SIZE,
-    CELL_TEXT_COLUMNS,
-    CELL_TEXT_LIMIT,
     DISPLAY_CELL_BUDGET,
+    GRID_COLOR,
     HOVER_EXACT_LIMIT,
     HOVER_TOKENS_LIMIT,
     KINDS,
@@ -46,6 +47,7 @@ from .style import (
     MAX_PANEL_COLUMNS,
     MAX_TICKS,
     NAN_COLOR,
+    NARROW_FIGURE_PX,
     PRESENTER_SCALE,
     _escape,
     _finish,
@@ -60,8 +62,6 @@ from .style import (
 __all__ = [
     "ALLOWED_COLOR",
     "BASE_FONT_SIZE",
-    "CELL_TEXT_COLUMNS",
-    "CELL_TEXT_LIMIT",
     "DISPLAY_CELL_BUDGET",
     "HOVER_EXACT_LIMIT",
     "HOVER_TOKENS_LIMIT",
@@ -69,7 +69,10 @@ __all__ = [
     "MASKED_COLOR",
     "MAX_PANEL_COLUMNS",
     "MAX_TICKS",
+    "FULL_FIGURE_PX",
+    "GRID_COLOR",
     "NAN_COLOR",
+    "NARROW_FIGURE_PX",
     "PRESENTER_SCALE",
     "RESHAPE_STAGES",
     "_KINDS",
@@ -90,4 +93,5 @@ __all__ = [
     "png_config_for",
     "reshape_figure",
     "to_figure",
+    "weights_top",
 ]

@@ -8,13 +8,36 @@ import numpy as np
 
 from .style import _CODE_MAX, _Kind, _nice_step
 
+WEIGHTS_QUANTILE = 0.99
+_QUANTILE_SAMPLE = 1 << 20  # positive weights the quantile is taken over, evenly spaced, at most
+
+
+def weights_top(*weights: np.ndarray) -> float:
+    """Top of every attention-weights colour scale, on every page: the 99th percentile of the positive weights.
+
+    With T tokens a typical weight is about 1/T, so a fixed 0..1 scale turns long sequences white; with this top
+    a 1/T weight is mid-scale, and the few weights above it saturate (the colour bar's top says "≥"). Several
+    arrays (a before/after pair) share one top. Beyond 2^20 positive weights the percentile is taken over 2^20
+    evenly spaced ones, which moves it by well under a colour step.
+    """
+    positive = np.concatenate([np.asarray(w, dtype=np.float32)[np.asarray(w) > 0].ravel() for w in weights])
+    positive = positive[np.isfinite(positive)]
+    if positive.size == 0:
+        return 1.0
+    if positive.size > _QUANTILE_SAMPLE:
+        positive = positive[:: positive.size // _QUANTILE_SAMPLE]
+    return float(max(np.quantile(positive, WEIGHTS_QUANTILE), 1e-6))
+
 
 def _color_range(z: np.ndarray, kind: _Kind, name: str, zmin: float | None, zmax: float | None) -> tuple[float, float]:
-    """The one colour range shared by every head, from the finite values of all heads unless given."""
-    if name == "mask":
+    """The one colour range shared by every head, from the finite values of all heads unless given.
+
+    Masks and keep masks span 0..1; weights 0..``weights_top``; signed kinds are symmetric about 0.
+    """
+    if name in ("mask", "keep"):
         return 0.0, 1.0
     if name == "weights":
-        lo, hi = 0.0 if zmin is None else zmin, 1.0 if zmax is None else zmax
+        lo, hi = 0.0 if zmin is None else zmin, weights_top(z) if zmax is None else zmax
     elif zmin is not None and zmax is not None:
         lo, hi = zmin, zmax
     else:
@@ -85,7 +108,27 @@ def _quantise(z: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.clip(np.rint(scaled), 0, _CODE_MAX).astype(np.uint8)
 
 
-def _colorbar_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+def _colorbar_ticks(lo: float, hi: float, clipped_top: bool = False) -> tuple[list[float], list[str]]:
+    """Ticks at both ends of the scale (so its top is always read off the bar) and at round steps between.
+
+    The top reads "≥ top" when some values are above it. Labels are plain numbers (3 significant digits), never
+    plotly's SI prefixes, which wrote an all-zero difference's ±1e-7 as "±100n".
+    """
     step = _nice_step((hi - lo) / 5)
-    ticks = np.arange(math.ceil(lo / step) * step, hi + step * 1e-6, step)
-    return [float(t) for t in ticks], [f"{t:.3g}" for t in ticks]
+    margin = 0.12 * (hi - lo)  # no round tick this close to an end label
+    inner = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
+    inner = [0.0 if abs(t) < step * 1e-6 else t for t in inner if lo + margin < t < hi - margin]
+    ticks = [lo, *inner, hi]
+    labels = [_tick_label(t) for t in ticks]
+    if clipped_top:
+        labels[-1] = f"≥ {labels[-1]}"
+    return [float(t) for t in ticks], labels
+
+
+def _tick_label(value: float) -> str:
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+def clipped_above(z: np.ndarray, hi: float) -> bool:
+    """Whether any finite value lies above the scale's top (it is then drawn in the top colour)."""
+    return any(bool((head[np.isfinite(head)] > hi * (1 + 1e-6)).any()) for head in z.reshape(-1, *z.shape[-2:]))

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .downsample import _block_factor, _block_reduce, _color_range, _colorbar_ticks, _quantise
+from .downsample import _block_factor, _block_reduce, _color_range, _colorbar_ticks, _quantise, clipped_above
+from .heatmap_layout import (
+    FULL_FIGURE_PX,
+    below_plot_px,
+    cell_text_fits,
+    panel_size,
+    row_gap_px,
+    subplot_grid,
+    x_tick_count,
+    y_tick_count,
+)
 from .style import (
     _CODE_MAX,
     _KINDS,
-    CELL_TEXT_COLUMNS,
-    CELL_TEXT_LIMIT,
     DISPLAY_CELL_BUDGET,
     HOVER_EXACT_LIMIT,
     HOVER_TOKENS_LIMIT,
@@ -29,8 +38,10 @@ from .style import (
     _finish,
     _font,
     _labels,
+    _short,
     _text_color_on,
     head_colors,
+    text_px,
 )
 
 
@@ -83,45 +94,147 @@ def _legend_swatch(name: str, color: str, presenter: bool) -> dict:
     }
 
 
-def _subplot_grid(n_rows: int, n_cols: int, titles: list[str] | None, title_px: int) -> dict:
-    """The layout of an n_rows × n_cols grid of subplots, as ``plotly.subplots.make_subplots`` lays it out.
+@dataclass(frozen=True)
+class _Shown:
+    """What a heatmap sends for its heads: the exact values, or block-reduced uint8-ready values."""
 
-    Spacing 0.04 between columns and 0.25 / n_rows between rows; subplot k (row-major from the top left) owns
-    axes ``xaxis{k+1}``/``yaxis{k+1}``; titles sit centred above their subplot. Written out because
-    make_subplots validates every axis it creates (a test checks that the two agree).
-    """
-    h_space = 0.04 if n_cols > 1 else 0
-    v_space = 0.25 / n_rows
-    width = (1 - h_space * (n_cols - 1)) / n_cols
-    height = (1 - v_space * (n_rows - 1)) / n_rows
-    layout: dict = {}
-    annotations = []
-    for k in range(n_rows * n_cols):
+    values: np.ndarray  # (h, i', j'): z itself when exact, else one cell per block
+    exact: bool
+    place: dict  # where the cells sit: thin gaps between exact cells, or uniform bricks (x0, dx, y0, dy)
+    clip_x: dict
+    clip_y: dict
+    subtitle: str | None
+
+
+def _shown(z: np.ndarray, kind: str, hover_exact_limit: int) -> _Shown:
+    """Exact up to hover_exact_limit cells; beyond, each head shrunk by the kind's block reduction."""
+    h, i, j = z.shape
+    if h * i * j <= hover_exact_limit:
+        # Small matrices get a thin rule between cells (the page's background), like a printed table.
+        return _Shown(z, True, {"xgap": 1, "ygap": 1} if max(i, j) <= 32 else {}, {}, {}, None)
+    reduce = _KINDS[kind].reduce
+    side = int(np.clip(math.sqrt(DISPLAY_CELL_BUDGET / h), MIN_BLOCKS_PER_AXIS, MAX_BLOCKS_PER_AXIS))
+    fi, fj = _block_factor(i, side), _block_factor(j, side)
+    shown = _block_reduce(z, fi, fj, reduce)  # (h, i / fi, j / fj)
+    # Uniform bricks (x0, dx) rather than an array of edges: plotly.js then paints the image in one pass
+    # instead of one rectangle per cell (4× faster in Chromium at 8 heads × 512²). A last, shorter block
+    # overhangs the last position; the axes' autorange stops at the matrix's edge (autorangeoptions).
+    place = {"x0": (fj - 1) / 2, "dx": fj, "y0": (fi - 1) / 2, "dy": fi}
+    what = "fraction kept in" if kind == "keep" else f"{reduce} of"
+    return _Shown(
+        shown,
+        False,
+        place,
+        {"autorangeoptions": {"minallowed": -0.5, "maxallowed": j - 0.5}},
+        {"autorangeoptions": {"minallowed": -0.5, "maxallowed": i - 0.5}},
+        f"{h * i * j:,} cells: each shown cell is the {what} a {fi}×{fj} block (hover gives positions only)",
+    )
+
+
+def _hover(kind: str, rows: list[str], cols: list[str], row_title: str, col_title: str, tokens: bool):
+    """The exact cells' hover template, and the (i, j, 2) token pairs it reads when tokens is True."""
+    value = "%{z:.0f} (1 = may attend, 0 = blocked)" if kind == "mask" else f"{_KINDS[kind].value_name} = %{{z:.4f}}"
+    if not tokens:
+        return f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>{value}", None
+    customdata = np.empty((len(rows), len(cols), 2), dtype=object)  # (i, j, [row token, column token])
+    customdata[..., 0] = np.array(rows, dtype=object)[:, None]
+    customdata[..., 1] = np.array(cols, dtype=object)[None, :]
+    return f"{row_title} %{{y}} “%{{customdata[0]}}”<br>{col_title} %{{x}} “%{{customdata[1]}}”<br>{value}", customdata
+
+
+def _widest_value(z: np.ndarray) -> str:
+    """The longest of the values printed to 2 decimals: it sits at one end of the range."""
+    finite = z[np.isfinite(z)]
+    if not finite.size:
+        return "NaN"
+    return max((f"{float(finite.min()):.2f}", f"{float(finite.max()):.2f}"), key=len)
+
+
+def _head_traces(z, shown: _Shown, k: int, lo: float, hi: float, name: str, look: dict) -> list[dict]:
+    """Head k's values trace, then its grey (−∞) and magenta (NaN) overlays where it has any."""
+    on_axes = {"xaxis": f"x{k + 1 if k else ''}", "yaxis": f"y{k + 1 if k else ''}"}
+    masked, nan = np.isneginf(shown.values[k]), np.isnan(shown.values[k])
+    where = f"{look['row_title']} %{{y}}<br>{look['col_title']} %{{x}}"
+    if shown.exact:
+        main = {
+            "type": "heatmap",
+            "z": np.where(masked | nan, np.nan, z[k]).astype(z.dtype, copy=False),
+            "hovertemplate": f"{look['hover']}<extra>{name}</extra>",
+            "hoverongaps": False,
+        }
+        if look["customdata"] is not None:
+            main["customdata"] = look["customdata"]
+        if look["show_text"]:
+            main |= {"texttemplate": "%{z:.2f}", "textfont": look["text_font"]}
+    else:
+        main = {
+            "type": "heatmap",
+            "z": _quantise(shown.values[k], lo, hi),
+            "hovertemplate": (
+                f"{look['row_title']} ≈ %{{y:.0f}}<br>{look['col_title']} ≈ %{{x:.0f}}<br>(downsampled)"
+                f"<extra>{name}</extra>"
+            ),
+        }
+    data = [main | {"coloraxis": "coloraxis", "name": name, "meta": {"role": "values", "head": k}} | shown.place]
+    for cells, color, role, label, cell_text in (
+        (masked, MASKED_COLOR, "masked", look["masked_label"], "−∞"),
+        (nan, NAN_COLOR, "nan", "NaN", "NaN"),
+    ):
+        if cells.any():
+            hovertemplate = f"{where}<br>{label}<extra>{name}</extra>"
+            text = cell_text if look["show_text"] else None
+            layer = _overlay(cells, color, shown.exact, hovertemplate, text, shown.place)
+            layer |= {
+                "name": f"{name} {label}".strip(),
+                "meta": {"role": role, "head": k},
+                "textfont": look["text_font"],
+            }
+            data.append(layer)
+    return [trace | on_axes for trace in data]
+
+
+def _axes(layout: dict, h: int, n_rows: int, n_cols: int, ticks: tuple[dict, dict], titles: tuple[str, str], clip):
+    """Every panel's axes: upright thinned tick labels, row 0 at the top, titles on the outer panels only."""
+    axis = {"type": "linear", "showgrid": False, "zeroline": False, "ticks": "outside"}
+    for k in range(h):
         r, c = divmod(k, n_cols)
-        x0 = c * (width + h_space)
-        y1 = 1 - r * (height + v_space)
-        x_domain = [x0, min(x0 + width, 1.0)]
-        y_domain = [max(y1 - height, 0.0), y1]
         suffix = "" if k == 0 else str(k + 1)
-        layout[f"xaxis{suffix}"] = {"anchor": f"y{suffix}", "domain": x_domain}
-        layout[f"yaxis{suffix}"] = {"anchor": f"x{suffix}", "domain": y_domain}
-        if titles is not None and k < len(titles):
-            annotations.append(
-                {
-                    "font": {"size": title_px},
-                    "showarrow": False,
-                    "text": titles[k],
-                    "x": (x_domain[0] + x_domain[1]) / 2,
-                    "xanchor": "center",
-                    "xref": "paper",
-                    "y": y_domain[1],
-                    "yanchor": "bottom",
-                    "yref": "paper",
-                }
-            )
-    if annotations:
-        layout["annotations"] = annotations
-    return layout
+        x_axis = layout[f"xaxis{suffix}"] | axis | ticks[0] | {"tickangle": 0} | clip[0]
+        if r == n_rows - 1 or k + n_cols >= h:
+            x_axis["title"] = {"text": titles[1]}
+        # row 0 at the top (autorange reversed), as in a printed matrix
+        y_axis = layout[f"yaxis{suffix}"] | axis | {"autorange": "reversed", "showticklabels": c == 0} | ticks[1]
+        y_axis |= clip[1]
+        if c == 0:
+            y_axis["title"] = {"text": titles[0]}
+        layout[f"xaxis{suffix}"], layout[f"yaxis{suffix}"] = x_axis, y_axis
+
+
+def _square_cells(layout: dict, h: int) -> None:
+    """Square cells: each panel's y scale follows its x scale, and the panel shrinks to fit (no stretched cells)."""
+    for k in range(h):
+        suffix = "" if k == 0 else str(k + 1)
+        layout[f"yaxis{suffix}"] |= {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"}
+        layout[f"xaxis{suffix}"] |= {"constrain": "domain"}
+
+
+def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool) -> dict:
+    """The one colour axis of a figure, with its bar's ends labelled (the top says "≥" when values go above)."""
+    spec = _KINDS[kind]
+    colorbar: dict = {"title": {"text": spec.value_name}, "thickness": 18, "len": 0.75, "y": 1, "yanchor": "top"}
+    if kind == "mask":
+        tickvals, ticktext = [0.25, 0.75], ["blocked", "may attend"]
+        colorbar["title"] = {"text": ""}
+    else:
+        tickvals, ticktext = _colorbar_ticks(lo, hi, clipped_top)
+        if kind == "keep" and not exact:
+            colorbar["title"] = {"text": "fraction<br>kept"}
+    cmin, cmax = lo, hi
+    if not exact:  # the traces hold uint8 codes: the colour bar maps codes back to real values
+        tickvals = [(t - lo) / (hi - lo) * _CODE_MAX for t in tickvals]
+        cmin, cmax = 0, _CODE_MAX
+    colorbar |= {"tickmode": "array", "tickvals": tickvals, "ticktext": ticktext}
+    return {"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar}
 
 
 def _heatmap_figure(
@@ -139,144 +252,57 @@ def _heatmap_figure(
     presenter: bool,
     row_title: str,
     col_title: str,
-    panel_height: int,
+    width_px: int,
     column_bands: tuple[int, Sequence[str] | None] | None = None,
 ) -> go.Figure:
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    spec = _KINDS[kind]
     z = _as_heads(matrices)  # (h, i, j)
     h, i, j = z.shape
-    rows = _labels(row_labels, i, row_title)
-    cols = _labels(col_labels, j, col_title)
-    lo, hi = _color_range(z, spec, kind, zmin, zmax)
-    exact = h * i * j <= hover_exact_limit
-    subtitle = None
-    hover_value = f"{spec.value_name} = %{{z:.4f}}" if kind != "mask" else "%{z:.0f} (1 = may attend, 0 = blocked)"
-    clip_x = clip_y = {}
-    if exact:
-        shown = z
-        # Small matrices get a thin white rule between cells, like a printed table.
-        place: dict = {"xgap": 1, "ygap": 1} if max(i, j) <= 32 else {}
-        hover = f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>{hover_value}"
-        customdata = None
-        if h * i * j <= hover_tokens_limit:
-            customdata = np.empty((i, j, 2), dtype=object)  # (i, j, [query token, key token])
-            customdata[..., 0] = np.array(rows, dtype=object)[:, None]
-            customdata[..., 1] = np.array(cols, dtype=object)[None, :]
-            hover = (
-                f"{row_title} %{{y}} “%{{customdata[0]}}”<br>{col_title} %{{x}} “%{{customdata[1]}}”<br>{hover_value}"
-            )
-    else:
-        side = int(np.clip(math.sqrt(DISPLAY_CELL_BUDGET / h), MIN_BLOCKS_PER_AXIS, MAX_BLOCKS_PER_AXIS))
-        fi, fj = _block_factor(i, side), _block_factor(j, side)
-        shown = _block_reduce(z, fi, fj, spec.reduce)  # (h, i / fi, j / fj)
-        # Uniform bricks (x0, dx) rather than an array of edges: plotly.js then paints the image in one pass
-        # instead of one rectangle per cell (4× faster in Chromium at 8 heads × 512²). A last, shorter block
-        # overhangs the last position; the axes' autorange stops at the matrix's edge (autorangeoptions).
-        place = {"x0": (fj - 1) / 2, "dx": fj, "y0": (fi - 1) / 2, "dy": fi}
-        clip_x = {"autorangeoptions": {"minallowed": -0.5, "maxallowed": j - 0.5}}
-        clip_y = {"autorangeoptions": {"minallowed": -0.5, "maxallowed": i - 0.5}}
-        subtitle = (
-            f"{h * i * j:,} cells: each shown cell is the {spec.reduce} of a {fi}×{fj} block "
-            f"(hover gives positions only)"
-        )
-    masked, nan = np.isneginf(shown), np.isnan(shown)
-    any_masked, any_nan = bool(masked.any()), bool(nan.any())
+    rows, cols = _labels(row_labels, i, row_title), _labels(col_labels, j, col_title)
+    lo, hi = _color_range(z, _KINDS[kind], kind, zmin, zmax)
+    shown = _shown(z, kind, hover_exact_limit)
     n_rows, n_cols = _grid(h)
-    text_columns = CELL_TEXT_COLUMNS // 2 if presenter else CELL_TEXT_COLUMNS  # presenter fonts are larger
-    show_text = exact and kind != "mask" and i * j <= CELL_TEXT_LIMIT and j * n_cols <= text_columns
-    text_font = {"size": _font(presenter, 0.85)}
-    x_ticks = max(4, MAX_TICKS // n_cols)
-    y_ticks = 10 if presenter else MAX_TICKS
-    layout = _subplot_grid(n_rows, n_cols, panel_names, _font(presenter, 1.05))
-    x_axis_ticks, y_axis_ticks = _axis_ticks(cols, x_ticks), _axis_ticks(rows, y_ticks)
+    size = panel_size(i, j, n_cols, presenter, width_px)
+    hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
+    look = {
+        "row_title": row_title,
+        "col_title": col_title,
+        "hover": hover,
+        "customdata": customdata,
+        "show_text": shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, _widest_value(z), presenter),
+        "text_font": {"size": _font(presenter, 0.85)},
+        "masked_label": "causally masked" if kind == "keep" else "masked (−∞)",
+    }
+    gap = row_gap_px(presenter, bool(panel_names))
+    plot_px = n_rows * size.height + (n_rows - 1) * gap
+    layout = subplot_grid(n_rows, n_cols, panel_names, _font(presenter, 1.05), gap / plot_px if n_rows > 1 else None)
     data = []
     for k in range(h):
-        r, c = divmod(k, n_cols)
-        suffix = "" if k == 0 else str(k + 1)
-        on_axes = {"xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
-        name = panel_names[k] if panel_names else ""
-        where = f"{row_title} %{{y}}"
-        if exact:
-            main = {
-                "type": "heatmap",
-                "z": np.where(masked[k] | nan[k], np.nan, z[k]).astype(z.dtype, copy=False),
-                "customdata": customdata,
-                "hovertemplate": f"{hover}<extra>{name}</extra>",
-                "hoverongaps": False,
-            }
-            if customdata is None:
-                del main["customdata"]
-            if show_text:
-                main |= {"texttemplate": "%{z:.2f}", "textfont": text_font}
-        else:
-            main = {
-                "type": "heatmap",
-                "z": _quantise(shown[k], lo, hi),
-                "hovertemplate": (
-                    f"{row_title} ≈ %{{y:.0f}}<br>{col_title} ≈ %{{x:.0f}}<br>(downsampled)<extra>{name}</extra>"
-                ),
-            }
-        main |= {"coloraxis": "coloraxis", "name": name, "meta": {"role": "values", "head": k}} | place | on_axes
-        data.append(main)
-        for cells, any_cells, color, role, label, cell_text in (
-            (masked[k], any_masked, MASKED_COLOR, "masked", "masked (−∞)", "−∞"),
-            (nan[k], any_nan, NAN_COLOR, "nan", "NaN", "NaN"),
-        ):
-            if any_cells:
-                layer = _overlay(
-                    cells,
-                    color,
-                    exact,
-                    f"{where}<br>{col_title} %{{x}}<br>{label}<extra>{name}</extra>",
-                    cell_text if show_text else None,
-                    place,
-                )
-                layer |= {"name": f"{name} {label}".strip(), "meta": {"role": role, "head": k}, "textfont": text_font}
-                data.append(layer | on_axes)
-
-        axis = {"type": "linear", "showgrid": False, "zeroline": False, "ticks": "outside"}
-        x_axis = layout[f"xaxis{suffix}"] | axis | x_axis_ticks | clip_x
-        if r == n_rows - 1 or k + n_cols >= h:
-            x_axis["title"] = {"text": col_title}
-        y_axis = layout[f"yaxis{suffix}"] | axis | {"autorange": "reversed", "showticklabels": c == 0}
-        y_axis |= y_axis_ticks | clip_y
-        if c == 0:  # row 0 at the top (autorange reversed), as in a printed matrix
-            y_axis["title"] = {"text": row_title}
-        layout[f"xaxis{suffix}"], layout[f"yaxis{suffix}"] = x_axis, y_axis
-
-    colorbar: dict = {"title": {"text": spec.value_name}, "thickness": 18, "len": 0.8, "y": 1, "yanchor": "top"}
-    if kind == "mask":
-        colorbar |= {"tickvals": [0.25, 0.75], "ticktext": ["blocked", "may attend"], "title": {"text": ""}}
-        cmin, cmax = 0.0, 1.0
-    else:
-        cmin, cmax = lo, hi
-    if not exact:  # the traces hold uint8 codes: the colour bar maps codes back to real values
-        tickvals, ticktext = ([0.25, 0.75], colorbar["ticktext"]) if kind == "mask" else _colorbar_ticks(lo, hi)
-        codes = [(t - cmin) / (cmax - cmin) * _CODE_MAX for t in tickvals]
-        colorbar |= {"tickvals": codes, "ticktext": ticktext}
-        cmin, cmax = 0, _CODE_MAX
-    layout["coloraxis"] = {"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar}
-
-    for present, label, color in ((any_masked, "masked (−∞)", MASKED_COLOR), (any_nan, "NaN", NAN_COLOR)):
-        if present:
+        data += _head_traces(z, shown, k, lo, hi, panel_names[k] if panel_names else "", look)
+    short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
+    x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
+    y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
+    ticks = (_axis_ticks(short_cols, x_ticks), _axis_ticks(short_rows, y_ticks))
+    _axes(layout, h, n_rows, n_cols, ticks, (row_title, col_title), (shown.clip_x, shown.clip_y))
+    if size.square:
+        _square_cells(layout, h)
+    clipped_top = kind == "weights" and clipped_above(z, hi)
+    layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top)
+    for role, label, color in (("masked", look["masked_label"], MASKED_COLOR), ("nan", "NaN", NAN_COLOR)):
+        if any((t.get("meta") or {}).get("role") == role for t in data):
             data.append(_legend_swatch(label, color, presenter))
     layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
-
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
-        above_plot_px += _band_columns(layout, j, *column_bands, presenter)
-
-    # Cells are not forced square: the width is the page's, so square cells would leave white bands.
-    panel_height = panel_height if n_cols > 2 else panel_height + 60 * (3 - n_cols)
-    height = n_rows * round(panel_height * (1.25 if presenter else 1.0)) + _font(presenter, 7)
+        above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
     return _finish(
         {"data": data, "layout": layout},
         title,
         presenter,
-        subtitle=subtitle,
-        height=height,
+        subtitle=shown.subtitle,
+        plot_px=plot_px,
+        below_px=below_plot_px(presenter),
         above_plot_px=above_plot_px,
     )
 
@@ -296,6 +322,7 @@ def heads_heatmap(
     presenter: bool = False,
     row_title: str = "query",
     col_title: str = "key",
+    width_px: int = FULL_FIGURE_PX,
 ) -> go.Figure:
     """One heatmap per head, side by side (four to a row), sharing one colour scale and one colour bar.
 
@@ -327,7 +354,7 @@ def heads_heatmap(
         presenter=presenter,
         row_title=row_title,
         col_title=col_title,
-        panel_height=320,
+        width_px=width_px,
     )
 
 
@@ -347,6 +374,7 @@ def matrix_heatmap(
     presenter: bool = False,
     row_title: str = "token",
     col_title: str = "feature",
+    width_px: int = FULL_FIGURE_PX,
 ) -> go.Figure:
     """One 2-D matrix (Q, a weight matrix, the output) with row 0 at the top and exact values on hover.
 
@@ -371,13 +399,19 @@ def matrix_heatmap(
         presenter=presenter,
         row_title=row_title,
         col_title=col_title,
-        panel_height=360,
+        width_px=width_px,
         column_bands=(column_groups, group_names) if column_groups else None,
     )
 
 
-def _band_columns(layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool) -> int:
-    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs."""
+def _band_columns(
+    layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, cell_px: float
+) -> int:
+    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs.
+
+    A band's label is "head k" when that fits its width (cell_px per column), else "k", else none: labels never
+    run into their neighbours'.
+    """
     if n_cols % groups:
         raise ValueError(f"{n_cols} columns do not split into {groups} equal head blocks")
     names = list(names) if names is not None else [f"head {k}" for k in range(groups)]
@@ -385,6 +419,8 @@ def _band_columns(layout: dict, n_cols: int, groups: int, names: Sequence[str] |
         raise ValueError(f"{len(names)} group names for {groups} column groups")
     width = n_cols // groups
     band_px = _font(presenter, 1.6)
+    label_font = _font(presenter, 0.85)
+    band_width_px = width * cell_px
     shapes, annotations = layout.setdefault("shapes", []), layout.setdefault("annotations", [])
     for k, color in enumerate(head_colors(groups)):
         x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
@@ -404,19 +440,23 @@ def _band_columns(layout: dict, n_cols: int, groups: int, names: Sequence[str] |
                 line={"width": 1, "color": "white"},
             )
         )
-        annotations.append(
-            dict(
-                text=_escape(names[k]),
-                xref="x",
-                yref="y domain",
-                x=(x0 + x1) / 2,
-                y=1,
-                yanchor="bottom",
-                yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
-                showarrow=False,
-                font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
-            )
+        label = next(
+            (text for text in (_escape(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
         )
+        if label is not None:
+            annotations.append(
+                dict(
+                    text=label,
+                    xref="x",
+                    yref="y domain",
+                    x=(x0 + x1) / 2,
+                    y=1,
+                    yanchor="bottom",
+                    yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
+                    showarrow=False,
+                    font={"size": label_font, "color": _text_color_on(color)},
+                )
+            )
         if k:
             shapes.append(
                 dict(

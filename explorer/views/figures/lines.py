@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import _escape, _finish, head_colors
+from .style import GRID_COLOR, _escape, _finish, _font, head_colors
 
 
 def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
@@ -33,6 +34,46 @@ def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
     return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
 
 
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "pentagon")
+REFERENCE_COLOR = "rgb(136, 136, 136)"  # grey: the Safe palette's own grey, which no head colour uses
+OTHER_COLORS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # Okabe–Ito, without black
+_HEAD_SERIES = re.compile(r"head (\d+)")
+
+
+def series_colors(names: Sequence[str]) -> list[str]:
+    """One colour per series, meaning the same thing in every chart: "head k" is head k's colour everywhere.
+
+    Other series ("mean", "traced", "Listing 3.5") take Okabe–Ito colours (also colour-blind safe), starting with
+    vermillion, which no head has, so that they are not mistaken for a head.
+    """
+    palette = head_colors(10)
+    colors, others = [], 0
+    for name in names:
+        head = _HEAD_SERIES.fullmatch(name)
+        if head:
+            colors.append(palette[int(head.group(1)) % len(palette)])
+        else:
+            colors.append(OTHER_COLORS[others % len(OTHER_COLORS)])
+            others += 1
+    return colors
+
+
+def _line(name: str, xs, ys, k: int, color: str, reference: bool, mode: str, hover: str) -> dict:
+    """Series k: a solid first line, then dashes and other markers, so that a line drawn over another still lets
+    it show through; a reference (uniform, before) is a thin grey dotted line without markers."""
+    if reference:
+        style = {"mode": "lines", "line": {"color": REFERENCE_COLOR, "width": 2, "dash": "dot"}}
+    else:
+        width = 4 if k == 0 else 2.5
+        style = {
+            "mode": mode,
+            "line": {"color": color, "width": width, "dash": DASHES[k % len(DASHES)]},
+            "marker": {"size": 8, "symbol": SYMBOLS[k % len(SYMBOLS)]},
+        }
+    return {"type": "scatter", "x": list(xs), "y": list(ys), "name": _escape(name), "hovertemplate": hover} | style
+
+
 def line_chart(
     xs: Sequence[float],
     series: Mapping[str, Sequence[float]],
@@ -42,36 +83,39 @@ def line_chart(
     y_title: str,
     log_x: bool = False,
     log_y: bool = False,
+    references: Sequence[str] = (),
     presenter: bool = False,
 ) -> go.Figure:
-    """One line per named series over shared xs: loss and accuracy curves, cost against sequence length."""
-    colors = head_colors(len(series))
+    """One line per named series over shared xs: loss and accuracy curves, cost against sequence length.
+
+    Each series has its own colour (``series_colors``), dash and marker; the names in ``references`` are drawn
+    as grey dotted lines. The legend sits right of the plot, never over the title.
+    """
     mode = "lines+markers" if len(xs) <= 50 else "lines"
-    data = []
+    colors = series_colors(list(series))
+    data, k = [], 0
     for color, (name, ys) in zip(colors, series.items(), strict=True):
         if len(ys) != len(xs):
             raise ValueError(f"series {name!r} has {len(ys)} values for {len(xs)} xs")
-        data.append(
-            {
-                "type": "scatter",
-                "x": list(xs),
-                "y": list(ys),
-                "name": _escape(name),
-                "mode": mode,
-                "line": {"color": color, "width": 3},
-                "marker": {"size": 8},
-                "hovertemplate": f"{_escape(name)}<br>{x_title} = %{{x}}<br>{y_title} = %{{y:.4g}}<extra></extra>",
-            }
-        )
-    grid = {"showgrid": True, "gridcolor": "#e5e5e5", "zeroline": False}
+        hover = f"{_escape(name)}<br>{x_title} = %{{x}}<br>{y_title} = %{{y:.4g}}<extra></extra>"
+        reference = name in references
+        data.append(_line(name, xs, ys, k, color, reference, mode, hover))
+        k += not reference
+    grid = {"showgrid": True, "gridcolor": GRID_COLOR, "zeroline": False}
     all_ys = [y for ys in series.values() for y in ys]
     layout = {
         "xaxis": {"title": {"text": x_title}} | (_log_axis(xs, label_all=True) if log_x else {"type": "linear"}) | grid,
         "yaxis": {"title": {"text": y_title}} | (_log_axis(all_ys) if log_y else {"type": "linear"}) | grid,
-        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
         "hovermode": "x unified",
     }
-    return _finish({"data": data, "layout": layout}, title, presenter, height=round(420 * (1.25 if presenter else 1.0)))
+    return _finish(
+        {"data": data, "layout": layout},
+        title,
+        presenter,
+        plot_px=round(340 * (1.25 if presenter else 1.0)),
+        below_px=_font(presenter, 4),
+    )
 
 
 def bar_chart(
@@ -100,8 +144,12 @@ def bar_chart(
     }
     layout = {
         "xaxis": {"tickmode": "array", "tickvals": list(range(len(values))), "ticktext": texts, "showgrid": False},
-        "yaxis": {"title": {"text": y_title}, "showgrid": True, "gridcolor": "#e5e5e5", "rangemode": "tozero"},
+        "yaxis": {"title": {"text": y_title}, "showgrid": True, "gridcolor": GRID_COLOR, "rangemode": "tozero"},
     }
     return _finish(
-        {"data": [bars], "layout": layout}, title, presenter, height=round(400 * (1.25 if presenter else 1.0))
+        {"data": [bars], "layout": layout},
+        title,
+        presenter,
+        plot_px=round(320 * (1.25 if presenter else 1.0)),
+        below_px=_font(presenter, 3),
     )

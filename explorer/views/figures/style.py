@@ -1,4 +1,18 @@
-"""House style shared by every builder: fonts, colour scales per kind of tensor, labels, ticks, and ``_finish``."""
+"""House style shared by every builder: fonts, colour scales per kind of tensor, labels, ticks, and ``_finish``.
+
+Colour scales, chosen to read for colour-blind viewers and on a light or a dark page:
+
+* magnitudes (attention weights, a dropout keep mask's fraction kept): viridis. It is perceptually uniform and
+  ordered by lightness, so it reads in greyscale and under every common colour-vision deficiency, and its dark
+  end (a weight of 0) does not glare on a dark page or a projector, where Blues' white end did.
+* signed values (scores, Q/K/V, context, differences): RdBu reversed, blue below 0 and red above, white at 0.
+  ColorBrewer rates it colour-blind safe (blue against red survives protanopia and deuteranopia), and the sign
+  of a score is what a student reads first.
+* masks: two colours, blue "may attend" and grey "blocked" (grey is on none of the scales above).
+* heads: plotly's "Safe" qualitative palette (colour-blind safe), without its grey.
+
+Figures set no background and no font colour: the page's theme (light or dark) gives both.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +30,7 @@ import plotly.graph_objects as go
 BASE_FONT_SIZE = 15
 PRESENTER_SCALE = 1.6
 
-MASKED_COLOR = "#7f7f7f"  # mid grey: darker than the white ends of Blues and RdBu, lighter than their dark ends
+MASKED_COLOR = "#7f7f7f"  # mid grey: no grey on viridis, and darker than RdBu's white middle
 NAN_COLOR = "#ff00ff"  # magenta: on none of the colour scales used here
 ALLOWED_COLOR = "#2166ac"  # the blue end of RdBu
 
@@ -25,12 +39,20 @@ HOVER_TOKENS_LIMIT = 8_192  # h * i * j cells; above it, hover names positions b
 DISPLAY_CELL_BUDGET = 160_000  # cells sent for all heads together once downsampled
 MAX_BLOCKS_PER_AXIS = 200  # a downsampled head is at most 200 × 200 cells
 MIN_BLOCKS_PER_AXIS = 48
-MAX_TICKS = 16  # labelled positions per axis; a panel in a row of several gets fewer once thinned
-CELL_TEXT_LIMIT = 144  # print each value inside its cell when a panel has at most this many cells...
-CELL_TEXT_COLUMNS = 24  # ...and the panels of a row have at most this many columns together
+MAX_TICKS = 16  # labelled positions per axis at most; fewer when fewer fit (see heatmap_layout)
+TICK_LABEL_CHARS = 14  # a longer token is cut to this many characters (with "…") on an axis; hover has it whole
 MAX_PANEL_COLUMNS = 4
 
 _CODE_MAX = 255  # uint8 codes 0..255 span [zmin, zmax] linearly
+
+TRANSPARENT = "rgba(0,0,0,0)"
+GRID_COLOR = "rgba(128,128,128,0.3)"  # reads on a light and on a dark page
+# Titles wrap at this many characters: a half-width column of a wide page is about 560 px, and a character of the
+# title font about 0.55 of its size (20 px normal, 31 px presenter).
+TITLE_CHARS = 50
+TITLE_CHARS_PRESENTER = 32
+CHAR_WIDTH = 0.6  # a character's width as a fraction of the font size: a generous estimate for the UI font
+NARROW_FIGURE_PX = 560  # the narrowest place a figure is drawn: half a wide page (Step through's right column)
 
 
 @dataclass(frozen=True)
@@ -41,10 +63,17 @@ class _Kind:
     diverging: bool  # symmetric colour range about 0
 
 
+_SEQUENTIAL = [[k / 9, c] for k, c in enumerate(pcolors.sequential.Viridis)]
+_DIVERGING = [[k / 10, c] for k, c in enumerate(pcolors.diverging.RdBu[::-1])]
+
+# reduce: a weight is sparse (one key can take it all), so a block shows its max; signed values show their mean;
+# a keep mask shows its mean, the fraction kept, which is what the page's metric says.
 _KINDS = {
-    "weights": _Kind([[k / 8, c] for k, c in enumerate(pcolors.sequential.Blues)], "weight", "max", False),
-    "scores": _Kind([[k / 10, c] for k, c in enumerate(pcolors.diverging.RdBu[::-1])], "score", "mean", True),
-    "values": _Kind([[k / 10, c] for k, c in enumerate(pcolors.diverging.RdBu[::-1])], "value", "mean", True),
+    "weights": _Kind(_SEQUENTIAL, "weight", "max", False),
+    "keep": _Kind(_SEQUENTIAL, "kept", "mean", False),
+    "scores": _Kind(_DIVERGING, "score", "mean", True),
+    "values": _Kind(_DIVERGING, "value", "mean", True),
+    "difference": _Kind(_DIVERGING, "difference", "mean", True),
     "mask": _Kind(
         [[0.0, MASKED_COLOR], [0.5, MASKED_COLOR], [0.5, ALLOWED_COLOR], [1.0, ALLOWED_COLOR]], "mask", "max", False
     ),
@@ -120,9 +149,15 @@ def _nice_step(raw: float) -> float:
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
 
 
+def _short(label: str, limit: int = TICK_LABEL_CHARS) -> str:
+    """An escaped label cut to limit characters for an axis (cut before escaping, so no entity is split)."""
+    plain = html.unescape(label)
+    return label if len(plain) <= limit else _escape(plain[: limit - 1] + "…")
+
+
 def _tick_positions(n: int, max_ticks: int = MAX_TICKS) -> list[int]:
-    """Every position when there are at most MAX_TICKS, else every 2nd, 5th, 10th, 20th, ... up to max_ticks."""
-    if n <= MAX_TICKS:
+    """Every position when at most max_ticks fit, else every 2nd, 5th, 10th, 20th, ...: at most max_ticks."""
+    if n <= max_ticks:
         return list(range(n))
     raw = n / max_ticks
     power = 10 ** math.floor(math.log10(raw))
@@ -133,6 +168,25 @@ def _tick_positions(n: int, max_ticks: int = MAX_TICKS) -> list[int]:
 def _axis_ticks(labels: list[str], max_ticks: int = MAX_TICKS) -> dict:
     positions = _tick_positions(len(labels), max_ticks)
     return {"tickmode": "array", "tickvals": positions, "ticktext": [labels[k] for k in positions]}
+
+
+def wrap(text: str, max_chars: int) -> str:
+    """Break a title at spaces into lines of at most max_chars characters (plotly cuts a long title instead)."""
+    if "<br>" in text or len(text) <= max_chars:
+        return text
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= max_chars:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
+def text_px(text: str, font_px: float) -> float:
+    """An upper estimate of the width of one line of text, in pixels."""
+    plain = html.unescape(re.sub(r"<[^>]*>", "", text))
+    return len(plain) * CHAR_WIDTH * font_px
 
 
 def _font(presenter: bool, factor: float = 1.0) -> int:
@@ -147,18 +201,22 @@ def _finish(
     subtitle: str | None = None,
     height: int | None = None,
     above_plot_px: int = 0,
+    plot_px: int | None = None,
+    below_px: int = 10,
 ) -> go.Figure:
     """The house template on a plain figure dict, then the one conversion to a figure object.
 
-    Large fonts, white background, tight margins, a PNG filename. The title (and subtitle) sit at the top of the
-    figure; above_plot_px is room for what sits between them and the plot area (subplot titles, head bands).
+    Large fonts, no background and no font colour (the page's light or dark theme gives them), tight margins, a
+    PNG filename. The title (and subtitle) sit at the top of the figure, wrapped so that they are never cut;
+    above_plot_px is room for what sits between them and the plot area (subplot titles, head bands).
     Figures are built as dicts because plotly validates every property set on a figure object, which made a
     figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
     (``tests/test_figures.py``), so it is wrapped here without validating it again.
     """
     title_px, subtitle_px = _font(presenter, 1.3), _font(presenter, 0.85)
+    wrapped = wrap(title, TITLE_CHARS_PRESENTER if presenter else TITLE_CHARS)
     title_layout = {
-        "text": title,
+        "text": wrapped,
         "font": {"size": title_px},
         "x": 0.01,
         "xanchor": "left",
@@ -167,25 +225,28 @@ def _finish(
         "yanchor": "top",
         "pad": {"t": 10},
     }
-    top = 10 + round(1.5 * title_px) + 8 + above_plot_px
+    top = 10 + round(1.3 * title_px) * (wrapped.count("<br>") + 1) + 8 + above_plot_px
     if subtitle:
-        title_layout["subtitle"] = {"text": subtitle, "font": {"size": subtitle_px, "color": "#555"}}
-        top += round(1.5 * subtitle_px)
+        subtitle = wrap(subtitle, round(TITLE_CHARS * 1.3 if not presenter else TITLE_CHARS_PRESENTER * 1.3))
+        title_layout["subtitle"] = {"text": subtitle, "font": {"size": subtitle_px}}
+        top += round(1.4 * subtitle_px) * (subtitle.count("<br>") + 1)
     layout = spec.setdefault("layout", {})
     layout.update(
         template=_NO_TEMPLATE,
         title=title_layout,
-        font={"size": _font(presenter), "color": "#222"},
+        font={"size": _font(presenter)},
         hoverlabel={"font": {"size": _font(presenter)}},
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        margin={"l": 10, "r": 10, "t": top, "b": 10},
+        paper_bgcolor=TRANSPARENT,
+        plot_bgcolor=TRANSPARENT,
+        margin={"l": 10, "r": 10, "t": top, "b": below_px},
         meta={"filename": _slug(title)},
     )
     for letter in "xy":
         axes = [key for key in layout if re.fullmatch(f"{letter}axis[0-9]*", key)] or [f"{letter}axis"]
         for key in axes:
             layout.setdefault(key, {})["automargin"] = True
+    if plot_px is not None:  # the plot area's height is given: the figure is that plus its margins
+        height = top + plot_px + below_px
     if height is not None:
         layout["height"] = height
     return to_figure(spec)
