@@ -302,7 +302,7 @@ def output_panel(trace: Trace, labels: list[str], *, batch_index: int, presenter
     output = trace.numpy("output")[batch_index]  # (T, d_out)
     return Panel(
         "final_output",
-        "Final output",
+        "As a heatmap: too many numbers to print",
         caption(trace, "output", "(b, T, d_out)", f"batch element {batch_index} · too large to print: hover a cell"),
         figures.matrix_heatmap(
             output,

@@ -192,6 +192,7 @@ def reshape_figure(
             "showgrid": False,
             "zeroline": False,
             "constrain": "domain",
+            "constraintoward": "left",
         },
         "yaxis": {
             "type": "linear",

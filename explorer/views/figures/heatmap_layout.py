@@ -72,12 +72,13 @@ def cell_text_fits(size: PanelSize, widest: str, presenter: bool) -> bool:
 
 
 def subplot_grid(
-    n_rows: int, n_cols: int, titles: list[str] | None, title_px: int, v_space: float | None = None
+    n_rows: int, n_cols: int, titles: list[str] | None, title_px: int, v_space: float | None = None, left: bool = False
 ) -> dict:
     """The layout of an n_rows × n_cols grid of subplots, as ``plotly.subplots.make_subplots`` lays it out.
 
     Spacing 0.04 between columns and v_space (default 0.25 / n_rows) between rows; subplot k (row-major from the
-    top left) owns axes ``xaxis{k+1}``/``yaxis{k+1}``; titles sit centred above their subplot. Written out because
+    top left) owns axes ``xaxis{k+1}``/``yaxis{k+1}``; titles sit centred above their subplot (left: at its left
+    edge, for panels packed to the left of their place). Written out because
     make_subplots validates every axis it creates (a test checks that the two agree).
     """
     h_space = H_SPACE if n_cols > 1 else 0
@@ -101,8 +102,8 @@ def subplot_grid(
                     "font": {"size": title_px},
                     "showarrow": False,
                     "text": titles[k],
-                    "x": (x_domain[0] + x_domain[1]) / 2,
-                    "xanchor": "center",
+                    "x": x_domain[0] if left else (x_domain[0] + x_domain[1]) / 2,
+                    "xanchor": "left" if left else "center",
                     "xref": "paper",
                     "y": y_domain[1],
                     "yanchor": "bottom",

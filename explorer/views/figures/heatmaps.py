@@ -11,7 +11,10 @@ import plotly.graph_objects as go
 
 from .downsample import _block_factor, _block_reduce, _color_range, _colorbar_ticks, _quantise, clipped_above
 from .heatmap_layout import (
+    COLORBAR_PX,
     FULL_FIGURE_PX,
+    H_SPACE,
+    PanelSize,
     below_plot_px,
     cell_text_fits,
     panel_size,
@@ -33,6 +36,7 @@ from .style import (
     MAX_TICKS,
     MIN_BLOCKS_PER_AXIS,
     NAN_COLOR,
+    PRESENTER_SCALE,
     _axis_ticks,
     _escape,
     _finish,
@@ -205,17 +209,25 @@ def _axes(layout: dict, h: int, n_rows: int, n_cols: int, ticks: tuple[dict, dic
         # row 0 at the top (autorange reversed), as in a printed matrix
         y_axis = layout[f"yaxis{suffix}"] | axis | {"autorange": "reversed", "showticklabels": c == 0} | ticks[1]
         y_axis |= clip[1]
-        if c == 0:
-            y_axis["title"] = {"text": titles[0]}
+        if c == 0:  # standoff: room for the widest label even when the page's font is wider than plotly measured
+            y_axis["title"] = {"text": titles[0], "standoff": 12}
         layout[f"xaxis{suffix}"], layout[f"yaxis{suffix}"] = x_axis, y_axis
 
 
-def _square_cells(layout: dict, h: int) -> None:
-    """Square cells: each panel's y scale follows its x scale, and the panel shrinks to fit (no stretched cells)."""
+def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels: list[str], presenter: bool) -> None:
+    """Square cells: each panel's y scale follows its x scale, and the panel shrinks to the left of its place.
+
+    The figure's width is set to what the panels need (``layout.width``): a page that draws figures at their own
+    width ("content") gets a matrix as big as its cells, not a page-wide slab; one that stretches them still gets
+    square cells, packed to the left.
+    """
     for k in range(h):
         suffix = "" if k == 0 else str(k + 1)
         layout[f"yaxis{suffix}"] |= {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"}
-        layout[f"xaxis{suffix}"] |= {"constrain": "domain"}
+        layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "left"}
+    labels_px = max((text_px(label, _font(presenter)) for label in row_labels), default=0.0) + 2 * _font(presenter)
+    panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
+    layout["width"] = round(panels_px + labels_px + COLORBAR_PX * (PRESENTER_SCALE if presenter else 1) + 30)
 
 
 def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool) -> dict:
@@ -276,7 +288,8 @@ def _heatmap_figure(
     }
     gap = row_gap_px(presenter, bool(panel_names))
     plot_px = n_rows * size.height + (n_rows - 1) * gap
-    layout = subplot_grid(n_rows, n_cols, panel_names, _font(presenter, 1.05), gap / plot_px if n_rows > 1 else None)
+    v_space = gap / plot_px if n_rows > 1 else None
+    layout = subplot_grid(n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square)
     data = []
     for k in range(h):
         data += _head_traces(z, shown, k, lo, hi, panel_names[k] if panel_names else "", look)
@@ -286,7 +299,7 @@ def _heatmap_figure(
     ticks = (_axis_ticks(short_cols, x_ticks), _axis_ticks(short_rows, y_ticks))
     _axes(layout, h, n_rows, n_cols, ticks, (row_title, col_title), (shown.clip_x, shown.clip_y))
     if size.square:
-        _square_cells(layout, h)
+        _square_cells(layout, h, n_cols, size, short_rows, presenter)
     clipped_top = kind == "weights" and clipped_above(z, hi)
     layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top)
     for role, label, color in (("masked", look["masked_label"], MASKED_COLOR), ("nan", "NaN", NAN_COLOR)):

@@ -51,7 +51,7 @@ GRID_COLOR = "rgba(128,128,128,0.3)"  # reads on a light and on a dark page
 # title font about 0.55 of its size (20 px normal, 31 px presenter).
 TITLE_CHARS = 50
 TITLE_CHARS_PRESENTER = 32
-CHAR_WIDTH = 0.6  # a character's width as a fraction of the font size: a generous estimate for the UI font
+CHAR_WIDTH = 0.55  # a character's width as a fraction of the font size: a generous estimate for the UI font
 NARROW_FIGURE_PX = 560  # the narrowest place a figure is drawn: half a wide page (Step through's right column)
 
 
@@ -241,15 +241,34 @@ def _finish(
         margin={"l": 10, "r": 10, "t": top, "b": below_px},
         meta={"filename": _slug(title)},
     )
-    for letter in "xy":
-        axes = [key for key in layout if re.fullmatch(f"{letter}axis[0-9]*", key)] or [f"{letter}axis"]
-        for key in axes:
-            layout.setdefault(key, {})["automargin"] = True
+    _set_text_sizes(layout, presenter)
     if plot_px is not None:  # the plot area's height is given: the figure is that plus its margins
         height = top + plot_px + below_px
     if height is not None:
         layout["height"] = height
     return to_figure(spec)
+
+
+def _set_text_sizes(layout: dict, presenter: bool) -> None:
+    """Every axis's tick labels and title, the colour bar's and the legend's text at the figure's font size.
+
+    Set on each, not only as layout.font: a page theme's template (Streamlit's) sets these sizes itself, smaller,
+    and a template's axis font outranks layout.font.
+    """
+    size = _font(presenter)
+    for letter in "xy":
+        axes = [key for key in layout if re.fullmatch(f"{letter}axis[0-9]*", key)] or [f"{letter}axis"]
+        for key in axes:
+            axis = layout.setdefault(key, {})
+            axis["automargin"] = True
+            axis["tickfont"] = {"size": size} | axis.get("tickfont", {})
+            if "title" in axis:
+                axis["title"] = {"font": {"size": size}} | axis["title"]
+    colorbar = layout.get("coloraxis", {}).get("colorbar")
+    if colorbar is not None:
+        colorbar["tickfont"] = {"size": size}
+        colorbar["title"] = {"font": {"size": size}} | colorbar.get("title", {})
+    layout["legend"] = {"font": {"size": size}} | layout.get("legend", {})
 
 
 # plotly's "none" template as it appears in figure JSON: no styling beyond plotly.js's own defaults.
