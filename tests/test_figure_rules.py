@@ -173,6 +173,7 @@ def test_tick_labels_fit_their_panel_upright(tokens, heads, width_px, presenter)
     fig = F.heads_heatmap(z, labels, labels, title="w", kind="weights", presenter=presenter, width_px=width_px)
     font = fig.layout.xaxis.tickfont.size
     width, height = panel_px(fig)
+    assert fig.layout.width <= width_px  # drawn at its own width it fits the place it was sized for
     for name in ("xaxis", "yaxis"):
         axis = fig.layout[name]
         assert len(axis.tickvals) <= F.MAX_TICKS
@@ -287,6 +288,7 @@ def test_long_titles_wrap_in_presenter_mode_and_get_room(title):
     assert " ".join(lines) == title and len(lines) >= 2
     assert all(len(line) <= style.TITLE_CHARS_PRESENTER for line in lines)
     assert fig.layout.margin.t >= len(lines) * fig.layout.title.font.size
+    assert fig.layout.title.pad.t >= 10 + (len(lines) - 1) / 2 * fig.layout.title.font.size  # plotly centres lines
 
 
 def test_presenter_mode_grows_tick_labels_and_colour_bar_text():

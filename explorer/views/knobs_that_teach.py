@@ -77,8 +77,11 @@ def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter:
     h = weights.shape[1]
     sweep_values = [float(m) for m in SCALE_MULTIPLIERS]
     positions = list(range(weights.shape[2]))
-    series = {"uniform": to_numpy(most[0, 0]).tolist()}  # first, so that the heads are drawn over it
-    series |= {f"head {k}": to_numpy(entropy[0, k]).tolist() for k in range(h)}
+    # Each row's entropy below the uniform row's, log(visible keys) − entropy: 0 for uniform attention. Drawn as
+    # the gap, heads that all sit near uniform (the book's scale, short inputs) stay apart instead of one line.
+    below_uniform = to_numpy(most[0] - entropy[0])  # (h, T)
+    series = {"uniform": [0.0] * len(positions)}  # first, so that the heads are drawn over it
+    series |= {f"head {k}": below_uniform[k].tolist() for k in range(h)}
     panels = (
         Panel(
             "temperature_weights",
@@ -96,15 +99,16 @@ def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter:
         ),
         Panel(
             "temperature_entropy",
-            "Entropy of each query's weight row",
-            f"`row_entropy(attn_weights)` · shape (b, h, T) = {shape_text(entropy.shape)} · batch element 0 · "
-            "0 = one-hot, log(number of visible keys) = uniform",
+            "How far each query's weight row is from uniform",
+            f"log(visible keys) − `row_entropy(attn_weights)` · shape (b, h, T) = {shape_text(entropy.shape)} · "
+            "batch element 0 · 0 = uniform (every visible key weighted the same), log(number of visible keys) = "
+            "one-hot",
             figures.line_chart(
                 positions,
                 series,
-                title="Row entropy per head",
+                title="Row entropy below uniform, per head",
                 x_title="query position",
-                y_title="entropy (nats)",
+                y_title="nats below uniform",
                 references=("uniform",),
                 presenter=presenter,
             ),
@@ -345,6 +349,7 @@ def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
                 title="W_query.weight.T",
                 column_groups=h,
                 presenter=presenter,
+                width_px=figures.NARROW_FIGURE_PX,  # two to a row
                 row_title="input",
                 col_title="query feature",
             ),
@@ -360,6 +365,7 @@ def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
                 title="W_key.weight.T",
                 column_groups=h,
                 presenter=presenter,
+                width_px=figures.NARROW_FIGURE_PX,  # two to a row
                 row_title="input",
                 col_title="key feature",
             ),

@@ -107,6 +107,7 @@ def build_masks_view(
                 title=f"output ({implementation})",
                 presenter=presenter,
                 row_title="query",
+                width_px=figures.NARROW_FIGURE_PX,  # the page's left half
             ),
         )
     )

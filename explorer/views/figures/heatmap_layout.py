@@ -34,11 +34,16 @@ class PanelSize:
     square: bool  # cells forced square (yaxis.scaleanchor), so the drawn width follows the height
 
 
-def panel_size(i: int, j: int, n_cols: int, presenter: bool, width_px: int) -> PanelSize:
-    """The size of one (i × j) panel in a row of n_cols, in a figure about width_px wide."""
+def side_px(presenter: bool, labels_px: float) -> float:
+    """What a row of panels needs beside the panels: row labels and title on the left, the colour bar right."""
+    return labels_px + COLORBAR_PX * (PRESENTER_SCALE if presenter else 1.0) + 30
+
+
+def panel_size(i: int, j: int, n_cols: int, presenter: bool, width_px: int, labels_px: float = 0.0) -> PanelSize:
+    """The size of one (i × j) panel in a row of n_cols, in a figure at most width_px wide (labels_px: row labels)."""
     scale = PRESENTER_SCALE if presenter else 1.0
     cell_max, panel_max = CELL_MAX_PX * scale, PANEL_MAX_PX * (1.25 if presenter else 1.0)
-    avail = (width_px - COLORBAR_PX) * (1 - H_SPACE * (n_cols - 1)) / n_cols  # one panel's width at most
+    avail = (width_px - side_px(presenter, labels_px)) * (1 - H_SPACE * (n_cols - 1)) / n_cols  # a panel at most
     square = max(i, j) <= SQUARE_ASPECT * min(i, j)
     if square:
         cell = min(cell_max, panel_max / max(i, j), avail / j)

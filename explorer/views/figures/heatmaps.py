@@ -11,7 +11,6 @@ import plotly.graph_objects as go
 
 from .downsample import _block_factor, _block_reduce, _color_range, _colorbar_ticks, _quantise, clipped_above
 from .heatmap_layout import (
-    COLORBAR_PX,
     FULL_FIGURE_PX,
     H_SPACE,
     PanelSize,
@@ -19,6 +18,7 @@ from .heatmap_layout import (
     cell_text_fits,
     panel_size,
     row_gap_px,
+    side_px,
     subplot_grid,
     x_tick_count,
     y_tick_count,
@@ -36,7 +36,6 @@ from .style import (
     MAX_TICKS,
     MIN_BLOCKS_PER_AXIS,
     NAN_COLOR,
-    PRESENTER_SCALE,
     _axis_ticks,
     _escape,
     _finish,
@@ -225,9 +224,13 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
         suffix = "" if k == 0 else str(k + 1)
         layout[f"yaxis{suffix}"] |= {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"}
         layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "left"}
-    labels_px = max((text_px(label, _font(presenter)) for label in row_labels), default=0.0) + 2 * _font(presenter)
     panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
-    layout["width"] = round(panels_px + labels_px + COLORBAR_PX * (PRESENTER_SCALE if presenter else 1) + 30)
+    layout["width"] = round(panels_px + side_px(presenter, _labels_px(row_labels, presenter)))
+
+
+def _labels_px(row_labels: list[str], presenter: bool) -> float:
+    """The row labels' width and the rotated axis title's, left of the first panel."""
+    return max((text_px(label, _font(presenter)) for label in row_labels), default=0.0) + 2 * _font(presenter)
 
 
 def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool) -> dict:
@@ -275,7 +278,8 @@ def _heatmap_figure(
     lo, hi = _color_range(z, _KINDS[kind], kind, zmin, zmax)
     shown = _shown(z, kind, hover_exact_limit)
     n_rows, n_cols = _grid(h)
-    size = panel_size(i, j, n_cols, presenter, width_px)
+    short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
+    size = panel_size(i, j, n_cols, presenter, width_px, _labels_px(short_rows, presenter))
     hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
     look = {
         "row_title": row_title,
@@ -293,7 +297,6 @@ def _heatmap_figure(
     data = []
     for k in range(h):
         data += _head_traces(z, shown, k, lo, hi, panel_names[k] if panel_names else "", look)
-    short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
     x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
     y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
     ticks = (_axis_ticks(short_cols, x_ticks), _axis_ticks(short_rows, y_ticks))

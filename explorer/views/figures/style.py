@@ -52,7 +52,7 @@ GRID_COLOR = "rgba(128,128,128,0.3)"  # reads on a light and on a dark page
 TITLE_CHARS = 50
 TITLE_CHARS_PRESENTER = 32
 CHAR_WIDTH = 0.55  # a character's width as a fraction of the font size: a generous estimate for the UI font
-NARROW_FIGURE_PX = 560  # the narrowest place a figure is drawn: half a wide page (Step through's right column)
+NARROW_FIGURE_PX = 500  # half a wide page on a 1280-px screen with the sidebar open (Step through's right column)
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,9 @@ def _finish(
         "yref": "container",
         "y": 1,
         "yanchor": "top",
-        "pad": {"t": 10},
+        # plotly.js centres a title of n lines on its anchor line, lifting it (n − 1) / 2 lines: pushed down by as
+        # much, it starts at the top instead of being cut (checked in Chromium).
+        "pad": {"t": 10 + round(1.3 * title_px * wrapped.count("<br>") / 2)},
     }
     top = 10 + round(1.3 * title_px) * (wrapped.count("<br>") + 1) + 8 + above_plot_px
     if subtitle:
