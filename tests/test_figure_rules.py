@@ -174,6 +174,8 @@ def test_tick_labels_fit_their_panel_upright(tokens, heads, width_px, presenter)
     font = fig.layout.xaxis.tickfont.size
     width, height = panel_px(fig)
     assert fig.layout.width <= width_px  # drawn at its own width it fits the place it was sized for
+    bar = fig.layout.coloraxis.colorbar  # colour-bar labels, one line of text each, along the bar
+    assert len(bar.ticktext) * 1.2 * bar.tickfont.size <= max(bar.len * plot_height(fig), 2.4 * bar.tickfont.size)
     for name in ("xaxis", "yaxis"):
         axis = fig.layout[name]
         assert len(axis.tickvals) <= F.MAX_TICKS

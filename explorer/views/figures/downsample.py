@@ -108,14 +108,20 @@ def _quantise(z: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.clip(np.rint(scaled), 0, _CODE_MAX).astype(np.uint8)
 
 
-def _colorbar_ticks(lo: float, hi: float, clipped_top: bool = False) -> tuple[list[float], list[str]]:
+def _colorbar_ticks(
+    lo: float, hi: float, clipped_top: bool = False, max_ticks: int = 7
+) -> tuple[list[float], list[str]]:
     """Ticks at both ends of the scale (so its top is always read off the bar) and at round steps between.
 
-    The top reads "≥ top" when some values are above it. Labels are plain numbers (3 significant digits), never
-    plotly's SI prefixes, which wrote an all-zero difference's ±1e-7 as "±100n".
+    At most max_ticks labels (a short bar gets fewer, so they never overlap). The top reads "≥ top" when some
+    values are above it. Labels are plain numbers (3 significant digits), never plotly's SI prefixes, which wrote
+    an all-zero difference's ±1e-7 as "±100n".
     """
-    step = _nice_step((hi - lo) / 5)
-    margin = 0.12 * (hi - lo)  # no round tick this close to an end label
+    if max_ticks <= 2:
+        ticks, labels = [lo, hi], [_tick_label(lo), _tick_label(hi)]
+        return ticks, labels[:1] + [f"≥ {labels[1]}" if clipped_top else labels[1]]
+    step = _nice_step((hi - lo) / (max_ticks - 1))
+    margin = max(0.12, 0.6 / max_ticks) * (hi - lo)  # no round tick this close to an end label
     inner = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
     inner = [0.0 if abs(t) < step * 1e-6 else t for t in inner if lo + margin < t < hi - margin]
     ticks = [lo, *inner, hi]

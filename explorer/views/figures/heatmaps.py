@@ -233,15 +233,27 @@ def _labels_px(row_labels: list[str], presenter: bool) -> float:
     return max((text_px(label, _font(presenter)) for label in row_labels), default=0.0) + 2 * _font(presenter)
 
 
-def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool) -> dict:
-    """The one colour axis of a figure, with its bar's ends labelled (the top says "≥" when values go above)."""
+COLORBAR_LEN = 0.75  # of the plot's height: the rest is for the masked/NaN legend below it
+
+
+def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, bar_ticks: int) -> dict:
+    """The one colour axis of a figure, with its bar's ends labelled (the top says "≥" when values go above).
+
+    bar_ticks: how many labels fit along the bar, one a line of text.
+    """
     spec = _KINDS[kind]
-    colorbar: dict = {"title": {"text": spec.value_name}, "thickness": 18, "len": 0.75, "y": 1, "yanchor": "top"}
+    colorbar: dict = {
+        "title": {"text": spec.value_name},
+        "thickness": 18,
+        "len": COLORBAR_LEN,
+        "y": 1,
+        "yanchor": "top",
+    }
     if kind == "mask":
         tickvals, ticktext = [0.25, 0.75], ["blocked", "may attend"]
         colorbar["title"] = {"text": ""}
     else:
-        tickvals, ticktext = _colorbar_ticks(lo, hi, clipped_top)
+        tickvals, ticktext = _colorbar_ticks(lo, hi, clipped_top, bar_ticks)
         if kind == "keep" and not exact:
             colorbar["title"] = {"text": "fraction<br>kept"}
     cmin, cmax = lo, hi
@@ -304,7 +316,8 @@ def _heatmap_figure(
     if size.square:
         _square_cells(layout, h, n_cols, size, short_rows, presenter)
     clipped_top = kind == "weights" and clipped_above(z, hi)
-    layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top)
+    bar_ticks = min(7, int(COLORBAR_LEN * plot_px // (1.5 * _font(presenter))))
+    layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top, bar_ticks)
     for role, label, color in (("masked", look["masked_label"], MASKED_COLOR), ("nan", "NaN", NAN_COLOR)):
         if any((t.get("meta") or {}).get("role") == role for t in data):
             data.append(_legend_swatch(label, color, presenter))
