@@ -1,8 +1,9 @@
 """Forward-pass cost of each way to run the module, as ratios to a minimal SDPA implementation.
 
-The book's bonus setup: batch 8, 1024 tokens, d_in = d_out = 768, 12 heads. Every variant
-is measured in the same run, interleaved round by round, so machine noise hits all alike;
-the table reports each median as a ratio to the minimal F.scaled_dot_product_attention.
+The book's bonus setup: batch 8, 1024 tokens, d_in = d_out = 768, 12 heads. Every variant is measured in the same
+run by the Cost page's own loop (``mha_core.profiling.median_seconds``: one warm-up call, then the median of
+``--rounds`` calls, synchronised on CUDA); the table reports each median as a ratio to the minimal
+F.scaled_dot_product_attention.
 
     python bench/bench_attention.py [--batch 8 --tokens 1024 --dim 768 --heads 12 --rounds 5]
 """
@@ -10,9 +11,7 @@ the table reports each median as a ratio to the minimal F.scaled_dot_product_att
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -20,13 +19,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mha_core.modules import MultiHeadAttention  # noqa: E402
+from mha_core.profiling import median_seconds  # noqa: E402
 from mha_core.reference import sdpa_forward, to_torch_mha  # noqa: E402
 from mha_core.trace import trace_forward  # noqa: E402
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def variants(module: MultiHeadAttention, x: torch.Tensor) -> dict:
@@ -54,28 +49,15 @@ def main() -> None:
     torch.manual_seed(123)
     module = MultiHeadAttention(args.dim, args.dim, args.tokens, 0.0, args.heads).to(device).eval()
     x = torch.rand(args.batch, args.tokens, args.dim, device=device)
-    runs = variants(module, x)
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    with torch.no_grad():
-        for fn in runs.values():  # warm-up
-            fn()
-        synchronize(device)
-        for _ in range(args.rounds):
-            for name, fn in runs.items():
-                start = time.perf_counter()
-                fn()
-                synchronize(device)
-                times[name].append(time.perf_counter() - start)
-
-    baseline = statistics.median(times["minimal SDPA (baseline)"])
+    seconds = {name: median_seconds(call, device, args.rounds) for name, call in variants(module, x).items()}
+    baseline = seconds["minimal SDPA (baseline)"]
     print(
         f"device={device} torch={torch.__version__} threads={torch.get_num_threads()} "
         f"batch={args.batch} tokens={args.tokens} d={args.dim} heads={args.heads} rounds={args.rounds}"
     )
     print("| variant | median ms | ratio to minimal SDPA |")
     print("|---|---:|---:|")
-    for name, samples in times.items():
-        median = statistics.median(samples)
+    for name, median in seconds.items():
         print(f"| {name} | {median * 1e3:.1f} | {median / baseline:.2f}× |")
 
 

@@ -13,7 +13,6 @@ every slider move misses the cache as a new student's settings would:
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -22,7 +21,8 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.load_test import CHROMIUM_FLAGS, StreamlitServer, wait_for_charts  # noqa: E402
+from harness import chromium  # noqa: E402
+from harness.server import StreamlitServer  # noqa: E402
 
 CASES = {
     "defaults (the book, 2 heads × 6 tokens)": {},
@@ -38,7 +38,7 @@ def _drawn(page, text: str) -> None:
         arg=text,
         timeout=TIMEOUT_S * 1000,
     )
-    wait_for_charts(page, TIMEOUT_S)
+    chromium.wait_for_charts(page, TIMEOUT_S)
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
@@ -77,13 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from playwright.sync_api import sync_playwright
 
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
     with sync_playwright() as playwright, StreamlitServer() as server:
-        browser = (
-            playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
-            if executable
-            else playwright.chromium.launch(args=CHROMIUM_FLAGS)
-        )
+        browser = chromium.launch(playwright)
         visit(browser, server.url, {"seed": "1"})  # the server's first visitor: imports, first compilations
         returning = browser.new_context(viewport={"width": 1600, "height": 1000})
         visit(browser, server.url, {"seed": "2"}, returning)  # this browser has now cached the app's JavaScript

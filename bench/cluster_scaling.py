@@ -21,31 +21,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.load_test import Session, percentile, session_query  # noqa: E402
 from deploy.local_cluster import LocalCluster, load_through  # noqa: E402
-
-_TICKS = os.sysconf("SC_CLK_TCK")
+from harness.checks import session_query  # noqa: E402
+from harness.drive import percentile  # noqa: E402
+from harness.session import Session  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (0 when it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICKS
-    except (OSError, IndexError, ValueError):
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
+    return times.user + times.system
 
 
 def machine_busy_seconds() -> float:
-    """CPU seconds every process on the machine has used (all CPUs), from /proc/stat: to see who else was busy."""
-    with open("/proc/stat") as stat:
-        ticks = [int(v) for v in stat.readline().split()[1:]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / _TICKS  # all but idle and iowait
+    """CPU seconds every process on the machine has used (all CPUs): to see who else was busy."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)  # all but idle and iowait
 
 
 @dataclass

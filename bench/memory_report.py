@@ -28,7 +28,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.load_test import RssSampler, RunResult, Session, StreamlitServer  # noqa: E402
+from harness.rss import RssSampler  # noqa: E402
+from harness.server import StreamlitServer, metrics  # noqa: E402
+from harness.session import RunResult, Session  # noqa: E402
 
 LARGEST = "num_heads=16&d_out=1024&num_tokens=1024&input=random&batch_size=1&d_in=64"
 MEDIUM = "num_heads=8&d_out=64&num_tokens=64&input=random"
@@ -82,12 +83,10 @@ def open_together(port: int, queries: list[str], timeout: float = 300) -> tuple[
 def cache_bytes(url: str) -> dict[str, int]:
     """cache_memory_bytes per cache from the server's /_stcore/metrics (entry counts for cache_resource)."""
     found = {}
-    with urllib.request.urlopen(f"{url}/_stcore/metrics", timeout=10) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("cache_memory_bytes{"):
-                labels, value = line.rsplit(" ", 1)
-                name = labels.split('cache="', 1)[1].split('"', 1)[0] or labels.split('cache_type="')[1].split('"')[0]
-                found[name] = int(float(value))
+    for labels, value in metrics(url).items():
+        if labels.startswith("cache_memory_bytes{"):
+            name = labels.split('cache="', 1)[1].split('"', 1)[0] or labels.split('cache_type="')[1].split('"')[0]
+            found[name] = int(value)
     return found
 
 
@@ -131,11 +130,6 @@ def scenarios(
         progress(f"scenario: {name}")
         done.append(run_scenario(name, queries, settle_seconds, root, env))
     return done
-
-
-# glibc: two malloc arenas, and blocks of 1 MiB or more mmapped, from the process's start. The app sets the same
-# through mallopt at import (explorer.glue.controls); tests that watch RSS closely also set it from the environment.
-MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 
 # --- the breakdown, run in a fresh interpreter --------------------------------------------------------------------

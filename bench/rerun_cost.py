@@ -8,8 +8,9 @@ as the server runs it; AppTest's own polling and parsing are left out):
 * hit: the same rerun again, every cache warm (what thirty students on one link mostly get).
 
 The floor is what no implementation can avoid: one traced forward pass of the settings' module, plus turning the
-numbers the page shows (every array in its figures, decoded from what was sent) into JSON text. Each figure is the
-median of ``--repeats`` rounds, miss and hit interleaved, so a busy machine slows all three alike.
+numbers the page shows (every array in its figures, decoded from what was sent) into JSON text. Miss and hit are the
+medians of ``--repeats`` rounds, interleaved, so a busy machine slows both alike; the floor's two parts are timed by
+the Cost page's own loop (``mha_core.profiling.median_seconds``: a warm-up, then the median of ``--repeats`` calls).
 
     python bench/rerun_cost.py [--repeats 5]
 """
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,6 +37,7 @@ from explorer.glue import controls, training_cache  # noqa: E402, F401  (control
 from explorer.glue.settings import parse_query  # noqa: E402
 from explorer.views.figures import decode_array  # noqa: E402
 from mha_core import runs  # noqa: E402
+from mha_core.profiling import median_seconds  # noqa: E402
 
 PAGES = {
     "Explorer": "app.py",
@@ -46,16 +49,11 @@ PAGES = {
     "Cost (after Measure)": "pages/6_Cost.py",
 }
 PAGE_QUERY = {"pages/1_Step_through.py": {"step": "7"}, "pages/6_Cost.py": {"max_tokens": "128"}}
+CPU = torch.device("cpu")
 SETTINGS = {
     "defaults": {},
     "8 heads × 64 tokens": {"num_heads": "8", "d_out": "64", "num_tokens": "64", "input": "random"},
 }
-
-
-def _timed(action) -> float:
-    start = time.perf_counter()
-    action()
-    return time.perf_counter() - start
 
 
 _BODY_SECONDS: list[float] = []
@@ -175,16 +173,16 @@ def _open(page: str, query: dict[str, str]) -> AppTest:
 def measure(page: str, query: dict[str, str], repeats: int) -> dict[str, float]:
     at = _open(page, query)
     forward = _forward(query)
-    misses, hits, floors = [], [], []
+    misses, hits = [], []
     for _ in range(repeats):
         _clear_page_caches(page)
         misses.append(_rerun_seconds(at))
         hits.append(_rerun_seconds(at))
-        arrays = _shown_arrays(at)
-        floors.append(_timed(forward) + _timed(lambda arrays=arrays: _json_of(arrays)))
     if at.error:
         raise RuntimeError(f"{page}: {[e.value for e in at.error]}")
-    miss, hit, floor = (statistics.median(v) for v in (misses, hits, floors))
+    arrays = _shown_arrays(at)
+    floor = median_seconds(forward, CPU, repeats) + median_seconds(lambda: _json_of(arrays), CPU, repeats)
+    miss, hit = statistics.median(misses), statistics.median(hits)
     return {"miss": miss, "hit": hit, "floor": floor, "charts": len(at.get("plotly_chart"))}
 
 

@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.load_test import RssSampler, Session, StreamlitServer, big_query, hang_up_mid_run  # noqa: E402
+from harness.checks import big_query  # noqa: E402
+from harness.rss import RssSampler  # noqa: E402
+from harness.server import StreamlitServer  # noqa: E402
+from harness.session import Session, hang_up_mid_run  # noqa: E402
 
 TRAINED = "previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed{seed}.cpu.layer0"
 

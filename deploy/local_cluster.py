@@ -26,7 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -35,17 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.load_test import (  # noqa: E402
-    HOST,
-    SessionLog,
-    StreamlitServer,
-    drive_session,
-    free_port,
-    metrics,
-    percentile,
-    server_errors,
-    session_query,
-)
+from harness.checks import session_query  # noqa: E402
+from harness.drive import SessionLog, drive_session, percentile  # noqa: E402
+from harness.server import HOST, StreamlitServer, free_port, healthy, metrics, server_errors, stop_process  # noqa: E402
 
 CONFIG = ROOT / "deploy" / "haproxy.cfg"
 ARTIFACTS = ROOT / "artifacts"
@@ -76,14 +67,6 @@ def check_config(path: Path) -> str:
     if done.returncode != 0:
         raise ValueError(f"haproxy -c -f {path} failed:\n{output}")
     return output
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @dataclass
@@ -128,28 +111,19 @@ class LocalCluster:
         self.haproxy = subprocess.Popen(
             [haproxy_binary(), "-db", "-f", str(config)], env=env, stdout=log, stderr=subprocess.STDOUT
         )
-        self._stack.callback(self._stop_haproxy)
+        self._stack.callback(stop_process, self.haproxy, 10)
         deadline = time.monotonic() + 30
-        while not (_healthy(self.url) and all(self.backend_up(k) for k in range(self.processes))):
+        while not (healthy(self.url) and all(self.backend_up(k) for k in range(self.processes))):
             if self.haproxy.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"haproxy did not come up on {self.url}; see {log.name}")
             time.sleep(0.2)
-
-    def _stop_haproxy(self) -> None:
-        if self.haproxy is not None and self.haproxy.poll() is None:
-            self.haproxy.terminate()
-            try:
-                self.haproxy.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.haproxy.kill()
-                self.haproxy.wait(timeout=10)
 
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
     def backend_up(self, k: int) -> bool:
         """Process k answers its health check (what HAProxy asks it every second)."""
-        return self.servers[k].process.poll() is None and _healthy(self.servers[k].url)
+        return self.servers[k].alive() and healthy(self.servers[k].url)
 
     def active_sessions(self) -> list[int]:
         """Each process's open Streamlit sessions (its /_stcore/metrics); -1 for a process that is gone."""

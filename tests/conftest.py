@@ -1,4 +1,5 @@
 import pytest
+import streamlit as st
 import torch
 
 
@@ -6,3 +7,13 @@ import torch
 def _seed_torch():
     """Every test starts from the same RNG state, as continuiti's tests do."""
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def fresh_caches():
+    """Cached views and modules would answer without calling what a test patches: empty them, before and after."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()

@@ -6,7 +6,6 @@ No timing is asserted: times on a shared machine say nothing. Memory is counted 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,8 +15,9 @@ from explorer.views import cost
 from mha_core import profiling, runs
 from mha_core.trace import trace_forward
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGE = str(ROOT / "pages" / "6_Cost.py")
+from .apptest_helpers import run_page
+
+PAGE = "pages/6_Cost.py"
 SMALL = profiling.CostSpec(
     num_heads=2, head_dim=4, batch_size=2, max_tokens=128, min_tokens=32, repeats=1, time_budget_s=120
 )
@@ -142,10 +142,7 @@ def test_cost_view_builds_log_log_figures_and_rows():
 
 
 def page(**query: str) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
+    return run_page(PAGE, timeout=180, **query)
 
 
 def test_page_shows_the_formula_and_measures_nothing_until_asked():

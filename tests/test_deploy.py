@@ -21,8 +21,10 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 
-from bench.load_test import Session, SessionLog, check_run, run_or_reconnect, session_query, settings_from_query
 from deploy.local_cluster import CONFIG, LocalCluster, check_config, local_config
+from harness.checks import check_run, session_query, settings_from_query
+from harness.drive import SessionLog, run_or_reconnect
+from harness.session import Session
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -13,25 +13,16 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-import streamlit as st
 import torch
 
-from bench.load_test import (
-    Session,
-    StreamlitServer,
-    big_query,
-    check_run,
-    hang_up_mid_run,
-    metrics,
-    session_query,
-    settings_from_query,
-)
-from bench.memory_report import MALLOC_ENV
 from explorer.glue import controls
 from explorer.glue import settings as cfg
+from harness.checks import big_query, check_run, session_query, settings_from_query
+from harness.server import MALLOC_ENV, StreamlitServer, metrics
+from harness.session import Session, hang_up_mid_run
 from mha_core import devices, profiling, runs, teaching, training
 
-from .test_fuzz import PAGES, ROOT, check_page, open_page
+from .apptest_helpers import PAGES, ROOT, check_page, open_page
 
 OOM_MESSAGE = "CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 79.19 GiB total capacity)"
 
@@ -53,16 +44,6 @@ def _with_boundary(page: str, strict: bool = True):
             strict=strict, reason="the page does not wrap its body in controls.run_page (the page boundary)"
         ),
     )
-
-
-@pytest.fixture
-def fresh_caches():
-    """Cached views and modules would answer without calling the patched functions."""
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 # --- a device that is not there -------------------------------------------------------------------------------------

@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,17 +34,17 @@ from streamlit.testing.v1.element_tree import Selectbox
 from explorer.glue import settings as cfg
 from mha_core.inputs import tokenize
 
-from .apptest_helpers import decode
+from .apptest_helpers import (
+    CODE_SPANS,
+    DANGEROUS,
+    PAGES,
+    ROOT,
+    check_page,
+    open_page,
+    strings,
+    unannounced_nan,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def discover_pages() -> list[str]:
-    """app.py and every pages/*.py, relative to the repository root."""
-    return ["app.py"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))
-
-
-PAGES = discover_pages()
 _PARAM_PATTERNS = [
     re.compile(r"url_(?:int|choice)\(\s*f?[\"']([A-Za-z_]\w*)"),
     re.compile(r"seed_(?:int|choice)\(\s*f?[\"'][^\"']*[\"']\s*,\s*f?[\"']([A-Za-z_]\w*)"),
@@ -155,111 +153,7 @@ def query_strategy(page: str):
     return st.dictionaries(keys, st.one_of(values, st.lists(values, min_size=2, max_size=3)), max_size=6)
 
 
-# --- checks -----------------------------------------------------------------------------------------------------------
-
-CODE_SPANS = re.compile(r"(`+)(?:(?!\1).)*?\1", re.S)
-DANGEROUS = re.compile(r"<\s*/?\s*(script|img|iframe|svg|object|embed)\b|javascript\s*:", re.I)
-
-
-def _strings(node):
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from _strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _strings(value)
-
-
-def unannounced_nan(figure: dict) -> list[str]:
-    """Heatmap cells that are NaN in a values trace and covered by no masked/nan overlay of the same head."""
-    traces: dict[object, dict[str, list[np.ndarray]]] = defaultdict(lambda: {"values": [], "cover": []})
-    problems = []
-    for trace in figure.get("data", []):
-        if trace.get("type") != "heatmap" or "z" not in trace:
-            continue
-        meta = trace.get("meta") or {}
-        role = meta.get("role") if isinstance(meta, dict) else None
-        z = decode(trace["z"])
-        if role in ("masked", "nan"):
-            traces[meta.get("head", 0)]["cover"].append(z)
-        elif role == "values":
-            traces[meta.get("head", 0)]["values"].append(z)
-        elif z.dtype.kind == "f" and np.isnan(z).any() and "text" in trace:
-            # a diagram (the reshape figure) leaves blank cells as NaN: only a NaN cell with a label is data
-            labels = np.asarray(trace["text"], dtype=object)
-            if labels.shape == z.shape:
-                labelled = np.isnan(z) & (labels != "")
-                if labelled.any():
-                    problems.append(f"a heatmap without overlays has {int(labelled.sum())} labelled NaN cells")
-        if role not in ("masked", "nan"):  # an overlay's "NaN" label is the announcement itself
-            for label in _strings(trace.get("text", [])):
-                if re.fullmatch(r"\s*[-+]?nan\s*", label, re.I):
-                    problems.append(f"a cell prints {label!r}")
-    for head, found in traces.items():
-        for z in found["values"]:
-            if z.dtype.kind != "f" or not np.isnan(z).any():
-                continue
-            covered = np.zeros(z.shape, dtype=bool)
-            for cover in found["cover"]:
-                if cover.shape == z.shape:
-                    covered |= cover == 1
-            bare = np.isnan(z) & ~covered
-            if bare.any():
-                problems.append(f"head {head}: {int(bare.sum())} NaN cells with no overlay")
-    return problems
-
-
-# Pages that draw at least one chart on every run (the others draw theirs after a Train or Measure click).
-CHART_PAGES = {"app.py", *(p for p in PAGES if p.split("/")[-1][:2] in ("1_", "2_", "3_", "4_", "7_"))}
-
-
-def page_of(at: AppTest) -> str:
-    """The page an AppTest runs, relative to the repository root."""
-    return str(Path(at._script_path).resolve().relative_to(ROOT))
-
-
-def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: bool = False) -> None:
-    """The promises: no exception, no error box (a bad value gets a warning and a corrected value, and
-    run_page turns exceptions into st.error, so an error box is a failure the page hid), a chart where the
-    page draws one, no HTML from the user, no NaN unannounced."""
-    assert not at.exception, f"{where}: " + "; ".join(f"{e.value}" for e in at.exception)[:3000]
-    if not errors_expected:
-        assert not at.error, f"{where}: the page shows an error: " + "; ".join(e.value for e in at.error)[:3000]
-        if page_of(at) in CHART_PAGES:
-            assert at.get("plotly_chart"), f"{where}: {page_of(at)} drew no chart"
-    rendered = [
-        *at.markdown,
-        *at.caption,
-        *at.warning,
-        *at.error,
-        *at.info,
-        *at.success,
-        *at.title,
-        *at.header,
-        *at.subheader,
-    ]
-    for element in rendered:
-        body = element.proto.body
-        outside_code = CODE_SPANS.sub("", body)
-        assert not DANGEROUS.search(outside_code), f"{where}: markup outside code spans in {body[:300]!r}"
-        if getattr(element.proto, "allow_html", False):
-            leaked = [text for text in user_text if len(text) >= 6 and text in body]
-            assert not leaked and "<script" not in body.lower(), f"{where}: user text in HTML {body[:300]!r}"
-    for element in at.get("html"):
-        body = element.proto.body
-        assert "<script" not in body.lower() and not any(len(t) >= 6 and t in body for t in user_text), where
-    announced = any("NaN" in alert.value for alert in [*at.warning, *at.error, *at.info])
-    for code in at.code:
-        if re.search(r"\bnan\b", code.value, re.I):
-            assert announced, f"{where}: NaN printed without a notice: {code.value[:300]!r}"
-    for chart in at.get("plotly_chart"):
-        figure = json.loads(chart.proto.spec)
-        bad = [s for s in _strings(figure) if DANGEROUS.search(s)]
-        assert not bad, f"{where}: markup in a figure: {bad[0][:300]!r}"
-        problems = unannounced_nan(figure)
-        assert not problems, f"{where}: {chart.proto.id}: {problems[:3]}"
+# --- the budget and the user's own strings (the checks are apptest_helpers.check_page) ----------------------------
 
 
 def too_big(query: dict) -> bool:
@@ -274,13 +168,6 @@ def user_strings(query: dict) -> list[str]:
     for value in query.values():
         found += value if isinstance(value, list) else [value]
     return [str(v) for v in found]
-
-
-def open_page(page: str, query: dict) -> AppTest:
-    at = AppTest.from_file(str(ROOT / page), default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
 
 
 # --- 1. the URL -------------------------------------------------------------------------------------------------------
@@ -483,4 +370,4 @@ def test_the_checks_catch_what_they_are_for():
     assert DANGEROUS.search(CODE_SPANS.sub("", "seed=<script>alert(1)</script> is not a whole number"))
     assert DANGEROUS.search(CODE_SPANS.sub("", "[x](javascript:alert(1))"))
     labels = json.loads(figures.heads_heatmap(z, ["<script>", "b"], ["a", "b"], title="t", kind="weights").to_json())
-    assert not [s for s in _strings(labels) if DANGEROUS.search(s)]  # token labels are escaped by the builders
+    assert not [s for s in strings(labels) if DANGEROUS.search(s)]  # token labels are escaped by the builders

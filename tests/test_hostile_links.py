@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
@@ -19,19 +18,10 @@ from explorer.glue import admission, controls, training_cache
 from explorer.glue import settings as cfg
 from mha_core import profiling, training
 
-from .test_fuzz import check_page, open_page
+from .apptest_helpers import check_page, open_page
 
 BIG_EVAL_LINK = "previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed1.cpu.layer0"
 LONG_TRAIN_LINK = "previous_token.heads16.layers1.d128.vocab256.len64.steps2000.batch256.lr1e-2.seed0.cpu.layer0"
-
-
-@pytest.fixture
-def fresh_caches():
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 # --- one strict parser ------------------------------------------------------------------------------------------

@@ -59,9 +59,15 @@ def test_the_core_knows_nothing_above_it(module):
 
 
 def test_no_two_modules_share_a_name():
-    product = [ROOT / "app.py", *files("pages", "explorer", "mha_core", "bench", "deploy", "tests")]
+    product = [ROOT / "app.py", *files("pages", "explorer", "mha_core", "harness", "bench", "deploy", "tests")]
     names = Counter(p.stem for p in product if p.stem not in ("__init__", "conftest"))
     assert [name for name, count in names.items() if count > 1] == []
+
+
+@pytest.mark.parametrize("module", [*PAGES, *files("explorer", "mha_core")], ids=lambda p: p.name)
+def test_the_app_never_imports_the_test_and_bench_harness(module):
+    wrong = sorted(n for n in imports_of(module) if n.split(".")[0] in ("harness", "bench", "tests", "deploy"))
+    assert not wrong, f"{module.name} imports {wrong}: harness/, bench/ and tests/ look at the app from outside"
 
 
 def test_the_import_reader_sees_relative_and_absolute_imports():

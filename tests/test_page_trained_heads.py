@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +19,9 @@ from explorer.glue import training_cache
 from mha_core import training
 from mha_core.modules import MultiHeadAttention
 
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "5_Trained_heads.py")
+from .apptest_helpers import run_page
+
+PAGE = "pages/5_Trained_heads.py"
 
 
 @pytest.fixture(autouse=True)
@@ -48,10 +49,7 @@ def train_calls(monkeypatch):
 
 
 def _page(**query: str) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
+    return run_page(PAGE, timeout=120, **query)
 
 
 def _figures(at: AppTest) -> list[dict]:

@@ -4,11 +4,8 @@ Figures are read back from the chart JSON the page sends (plotly encodes arrays 
 and compared with mha_core's own numbers computed here.
 """
 
-import base64
-import json
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +19,9 @@ from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
 from mha_core.reference import compare_with_torch
 from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import apptest_helpers as helpers
+from .apptest_helpers import charts, decode
+
 PAGES = {
     "step": "pages/1_Step_through.py",
     "heads": "pages/2_Heads_and_references.py",
@@ -32,28 +31,18 @@ PAGES = {
 
 
 def open_page(page: str, **params) -> AppTest:
-    """The page alone, as a link opens it: query parameters first, then one run, which must not fail."""
-    at = AppTest.from_file(str(ROOT / PAGES[page]), default_timeout=60)
-    for name, value in params.items():
-        at.query_params[name] = str(value)
-    at.run()
+    """One of the four pages by its short name, as a link opens it; the run must not fail."""
+    at = helpers.open_page(PAGES[page], {name: str(value) for name, value in params.items()}, timeout=60)
     assert not at.exception, at.exception[0].value if at.exception else ""
     return at
 
 
 def chart(at: AppTest, key: str) -> dict:
     """The figure JSON of the chart drawn with key ``chart_<key>``."""
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith(f"-chart_{key}"):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart_{key} on the page")
-
-
-def decode(z) -> np.ndarray:
-    if isinstance(z, dict):
-        shape = [int(n) for n in str(z["shape"]).split(",")]
-        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
-    return np.array(z, dtype=float)
+    found = charts(at)
+    if key not in found:
+        raise AssertionError(f"no chart_{key} on the page")
+    return found[key]
 
 
 def head_values(spec: dict, head: int) -> np.ndarray:
@@ -365,8 +354,6 @@ TABS = [("app.py", "section"), (PAGES["knobs"], "knob"), (PAGES["heads"], "part"
 
 @pytest.mark.parametrize(("path", "key"), TABS)
 def test_a_bad_tab_in_the_url_opens_the_first_tab_with_a_notice(path, key):
-    at = AppTest.from_file(str(ROOT / path), default_timeout=60)
-    at.query_params[key] = "<script>x"
-    at.run()
+    at = helpers.open_page(path, {key: "<script>x"}, timeout=60)
     assert not at.error and at.get("plotly_chart")
     assert any(f"{key}=`<script>x` is not one of" in w for w in warnings(at)), warnings(at)
