@@ -112,6 +112,54 @@ def _cells(stage: str, drawn: tuple[int, int, int, int], tokens: list[str], valu
     return z, text, hover, x_ticks, y_ticks
 
 
+def _cells_trace(z, text, hover, hs: int, colors: list[str], presenter: bool, show_text: bool) -> dict:
+    """One heatmap of the drawn cells, each tinted by its head (band k of a stepped colour scale)."""
+    colorscale = []
+    for k, color in enumerate(colors):
+        colorscale += [[k / hs, _tint(color, 0.45)], [(k + 1) / hs, _tint(color, 0.45)]]
+    return {
+        "type": "heatmap",
+        "z": z,
+        "text": text,
+        "customdata": hover,
+        "texttemplate": "%{text}" if show_text else "",
+        "textfont": {"size": _font(presenter, 0.85), "color": "black"},  # on light tints in either theme
+        "hovertemplate": "%{customdata}<extra></extra>",
+        "hoverongaps": False,
+        "colorscale": colorscale,
+        "zmin": -0.5,  # head k fills [k - 0.5, k + 0.5]: band k of the colour scale
+        "zmax": hs - 0.5,
+        "showscale": False,
+        "xgap": 2,
+        "ygap": 2,
+    }
+
+
+def _diagram_layout(stage: str, grid: tuple[int, int], x_ticks: dict, y_ticks: dict, scaleratio: float) -> dict:
+    """Axes of the diagram: row 0 on top, a cell cell_w wide and cell_h tall (scaleratio) whatever the page's width."""
+    n_rows, n_cols = grid
+    plain = {"type": "linear", "tickmode": "array", "showgrid": False, "zeroline": False, "constrain": "domain"}
+    return {
+        "xaxis": plain
+        | {
+            "title": {"text": "flat column" if stage == "flat" else "dim within head"},
+            "range": [-0.5, n_cols - 0.5],
+            "tickvals": sorted(x_ticks),
+            "ticktext": [x_ticks[c] for c in sorted(x_ticks)],
+            "tickangle": 0,
+            "constraintoward": "left",
+        },
+        "yaxis": plain
+        | {
+            "range": [n_rows - 0.5, -0.5],  # row 0 at the top
+            "tickvals": sorted(y_ticks),
+            "ticktext": [y_ticks[r] for r in sorted(y_ticks)],
+            "scaleanchor": "x",
+            "scaleratio": scaleratio,
+        },
+    }
+
+
 def reshape_figure(
     n_tokens: int,
     num_heads: int,
@@ -157,55 +205,12 @@ def reshape_figure(
     )
 
     colors = head_colors(hs)
-    colorscale = []
-    for k, color in enumerate(colors):
-        colorscale += [[k / hs, _tint(color, 0.45)], [(k + 1) / hs, _tint(color, 0.45)]]
-    cells = {
-        "type": "heatmap",
-        "z": z,
-        "text": text,
-        "customdata": hover,
-        "texttemplate": "%{text}" if values is None or show_values else "",
-        "textfont": {"size": _font(presenter, 0.85), "color": "black"},  # on light tints in either theme
-        "hovertemplate": "%{customdata}<extra></extra>",
-        "hoverongaps": False,
-        "colorscale": colorscale,
-        "zmin": -0.5,  # head k fills [k - 0.5, k + 0.5]: band k of the colour scale
-        "zmax": hs - 0.5,
-        "showscale": False,
-        "xgap": 2,
-        "ygap": 2,
-    }
+    cells = _cells_trace(z, text, hover, hs, colors, presenter, values is None or show_values)
     shapes, annotations = _headers(headers, colors, presenter, cell_w)
     cell_h = round(1.9 * _font(presenter, 0.85))
-    layout = {
+    layout = _diagram_layout(stage, (n_rows, n_cols), x_ticks, y_ticks, cell_h / cell_w) | {
         "shapes": shapes,
         "annotations": annotations,
-        "xaxis": {
-            "title": {"text": "flat column" if stage == "flat" else "dim within head"},
-            "type": "linear",
-            "range": [-0.5, n_cols - 0.5],
-            "tickmode": "array",
-            "tickvals": sorted(x_ticks),
-            "ticktext": [x_ticks[c] for c in sorted(x_ticks)],
-            "tickangle": 0,
-            "showgrid": False,
-            "zeroline": False,
-            "constrain": "domain",
-            "constraintoward": "left",
-        },
-        "yaxis": {
-            "type": "linear",
-            "range": [n_rows - 0.5, -0.5],  # row 0 at the top
-            "tickmode": "array",
-            "tickvals": sorted(y_ticks),
-            "ticktext": [y_ticks[r] for r in sorted(y_ticks)],
-            "showgrid": False,
-            "zeroline": False,
-            "scaleanchor": "x",  # a cell is cell_w wide and cell_h tall, whatever the page's width
-            "scaleratio": cell_h / cell_w,
-            "constrain": "domain",
-        },
     }
     return _finish(
         {"data": [cells], "layout": layout},
