@@ -152,7 +152,9 @@ def _heatmap_figure(
     gap = row_gap_px(presenter, bool(panel_names))
     plot_px = n_rows * size.height + (n_rows - 1) * gap
     v_space = gap / plot_px if n_rows > 1 else None
-    layout = subplot_grid(n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square)
+    layout = subplot_grid(
+        n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square and shown.exact
+    )
     data = []
     for k in range(h):
         data += _head_traces(z, shown, k, lo, hi, panel_names[k] if panel_names else "", look)
@@ -160,7 +162,7 @@ def _heatmap_figure(
     y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
     ticks = (_axis_ticks(short_cols, x_ticks), _axis_ticks(short_rows, y_ticks))
     _axes(layout, h, n_rows, n_cols, ticks, (row_title, col_title), (shown.clip_x, shown.clip_y))
-    if size.square:
+    if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
         _square_cells(layout, h, n_cols, size, short_rows, presenter)
     clipped_top = kind == "weights" and clipped_above(z, hi)
     bar_ticks = min(7, int(COLORBAR_LEN * plot_px // (1.5 * _font(presenter))))
