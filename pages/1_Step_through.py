@@ -76,7 +76,7 @@ def main() -> None:
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
-        teaching_cache.show_panel(view.panels[0], presenter)
+        teaching_cache.show_panel(view.main, presenter)
     else:
         listing_col, step_col = st.columns([5, 6], gap="medium")
         with listing_col, st.container(key="step_listing"):

@@ -30,10 +30,10 @@ def main() -> None:
     controls.show_notices()
     tabs = dict(zip(KNOBS, controls.section_tabs("knob", KNOBS, knob), strict=True))
 
-    def show(panels, pairs_from: int = 1) -> None:
-        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone)."""
+    def show(panels, pairs_from: int = 1, main: int = 0) -> None:
+        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: ``main`` alone)."""
         if presenter:
-            teaching_cache.show_panel(panels[0], presenter)
+            teaching_cache.show_panel(panels[main], presenter)
             return
         for panel in panels[:pairs_from]:
             teaching_cache.show_panel(panel, presenter)
@@ -112,7 +112,7 @@ def dropout_knob(settings, show, presenter: bool) -> None:
     )
     k2.metric("survivors scaled by", f"×{dropout.scale:.4g}")
     k3.metric("rescale error", f"{dropout.max_rescale_error:.1e}", help="max |after − before × 1/(1−p)| on kept cells")
-    show(dropout.panels, pairs_from=3)
+    show(dropout.panels, pairs_from=3, main=dropout.main_index)
 
 
 def preset_knob(settings, show, presenter: bool) -> None:
