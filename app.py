@@ -78,6 +78,8 @@ def draw_output(view, settings, batch_index: int) -> None:
             f"`output[{batch_index}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
             f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"
         )
+    if view.output_panel is not None:
+        boundary.show_figure(view.output_panel)
     if settings.is_book_example():
         book_rows = (
             f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … "

@@ -65,7 +65,7 @@ def presenter_step(view) -> None:
         for sentence in view.sentences:
             st.markdown(sentence)
     with figure_col:
-        boundary.show_figure(view.panels[0], bare=True, stage=True)
+        boundary.show_figure(view.main, bare=True, stage=True)
 
 
 def classroom_step(view) -> None:

@@ -32,12 +32,12 @@ def main() -> None:
 
     side, stage = st.columns([1.2, 3.8], gap="medium") if presenter else (st.container(), None)
 
-    def show(panels, pairs_from: int = 1) -> None:
-        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone,
+    def show(panels, pairs_from: int = 1, main: int = 0) -> None:
+        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: ``main`` alone,
         filling the first screen beside the knob)."""
         if presenter:
             with stage:
-                boundary.show_figure(panels[0], bare=True, stage=True)
+                boundary.show_figure(panels[main], bare=True, stage=True)
             return
         for panel in panels[:pairs_from]:
             boundary.show_figure(panel, bare=presenter)
@@ -121,7 +121,7 @@ def dropout_knob(settings, show, presenter: bool) -> None:
     )
     k2.metric("survivors scaled by", f"×{dropout.scale:.4g}")
     k3.metric("rescale error", f"{dropout.max_rescale_error:.1e}", help="max |after − before × 1/(1−p)| on kept cells")
-    show(dropout.panels, pairs_from=3)
+    show(dropout.panels, pairs_from=3, main=dropout.main_index)
 
 
 def preset_knob(settings, show, presenter: bool) -> None:
