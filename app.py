@@ -1,36 +1,21 @@
 """The Explorer: the book's MultiHeadAttention run from sliders, every step drawn head by head.
 
-Pages lay out; they do not compute. Settings and caches live in explorer.glue.controls, the
+Pages lay out; they do not compute. Settings live in explorer.glue.sidebar and .url, caches in .caches, the
 figures in explorer.views.attention_explorer and explorer.views.figures, the numbers in mha_core.
 """
 
 import streamlit as st
 
-from explorer.glue import controls
+from explorer.glue import boundary, caches, sidebar, url
 from explorer.views.attention_explorer import PRINTED_OUTPUT, SECTIONS
 
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍", layout="wide")
 
 
 def main() -> None:
-    presenter = controls.presenter_toggle()
-    settings = controls.settings_sidebar()
-
-    st.sidebar.header("View")
-    batch_index = st.sidebar.number_input(
-        "batch element",
-        0,
-        settings.batch_size - 1,
-        value=min(controls.url_int("view_batch", 0, 0, settings.batch_size - 1), settings.batch_size - 1),
-        key="w_view_batch",
-    )
-    head_choices = ["none"] + [str(k) for k in range(settings.num_heads)]
-    enlarge_choice = st.sidebar.selectbox(
-        "enlarge a head",
-        head_choices,
-        key="w_enlarge",
-        index=head_choices.index(controls.url_choice("head", "none", head_choices)),
-    )
+    presenter = sidebar.presenter_toggle()
+    settings = sidebar.settings_sidebar()
+    batch_index, enlarge_choice = view_controls(settings)
     enlarge = None if enlarge_choice == "none" else int(enlarge_choice)
 
     st.title("Multi-Head Attention Explorer")
@@ -39,11 +24,49 @@ def main() -> None:
         f"running on **{settings.device}** in **{settings.dtype}**: {settings.num_heads} heads × head_dim "
         f"{settings.head_dim} = d_out {settings.d_out}, {settings.num_tokens} tokens, batch {settings.batch_size}."
     )
-    section = controls.section_choice("section", SECTIONS, default="attention")
-    controls.show_notices()  # after every URL value is read, so a bad one's notice shows now
+    section = sidebar.section_choice("section", SECTIONS, default="attention")
+    url.show_notices()  # after every URL value is read, so a bad one's notice shows now
 
-    view = controls.cached_view(settings, section, int(batch_index), enlarge, presenter)
+    view = caches.cached_view(settings, section, batch_index, enlarge, presenter)
+    draw_output(view, settings, batch_index)
+    if view.enlarged is not None:
+        boundary.show_figure(view.enlarged)
 
+    attention_tab, reshape_tab, download_tab = sidebar.section_tabs("section", SECTIONS, section)
+    with attention_tab:  # only the open section is drawn and sent
+        draw_attention(view.panels if section == "attention" else [])
+    with reshape_tab:
+        for panel in view.panels if section == "reshapes" else []:
+            boundary.show_figure(panel)
+    with download_tab:
+        if section == "downloads":
+            draw_downloads(settings)
+
+    url.sync_url(settings, view_batch=batch_index, head=enlarge_choice, section=section)
+
+
+def view_controls(settings) -> tuple[int, str]:
+    """The batch element shown and the head enlarged ("none" or its number), in the sidebar's View."""
+    st.sidebar.header("View")
+    batch_index = st.sidebar.number_input(
+        "batch element",
+        0,
+        settings.batch_size - 1,
+        value=min(url.url_int("view_batch", 0, 0, settings.batch_size - 1), settings.batch_size - 1),
+        key="w_view_batch",
+    )
+    head_choices = ["none"] + [str(k) for k in range(settings.num_heads)]
+    enlarge_choice = st.sidebar.selectbox(
+        "enlarge a head",
+        head_choices,
+        key="w_enlarge",
+        index=head_choices.index(url.url_choice("head", "none", head_choices)),
+    )
+    return int(batch_index), enlarge_choice
+
+
+def draw_output(view, settings, batch_index: int) -> None:
+    """The output as torch prints it, and whether it is the book's."""
     st.subheader("Final output")
     if view.output is not None:
         if len(view.labels) <= 8:
@@ -52,9 +75,11 @@ def main() -> None:
             with st.expander(f"All {len(view.labels)} rows of the output, as torch prints them"):
                 st.code(view.output_text, language=None)
         st.caption(
-            f"`output[{int(batch_index)}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
+            f"`output[{batch_index}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
             f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"
         )
+    if view.output_panel is not None:
+        boundary.show_figure(view.output_panel)
     if settings.is_book_example():
         book_rows = (
             f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … "
@@ -65,39 +90,24 @@ def main() -> None:
         else:
             st.error(f"This does not match the book's printed output {book_rows}.")
 
-    if view.enlarged is not None:
-        controls.show_figure(view.enlarged, presenter)
 
-    attention_tab, reshape_tab, download_tab = controls.section_tabs("section", SECTIONS, section)
-    with attention_tab:  # only the open section is drawn and sent
-        draw_attention(view.panels if section == "attention" else [], presenter)
-    with reshape_tab:
-        for panel in view.panels if section == "reshapes" else []:
-            controls.show_figure(panel, presenter)
-    with download_tab:
-        if section == "downloads":
-            draw_downloads(settings)
-
-    controls.sync_url(settings, view_batch=int(batch_index), head=enlarge_choice, section=section)
-
-
-def draw_attention(panels, presenter: bool) -> None:
+def draw_attention(panels) -> None:
     """The attention panels, with the mask buffer and the slice used side by side."""
     slice_column = None
     for panel in panels:
         if panel.key == "mask_buffer":
             buffer_column, slice_column = st.columns(2)
             with buffer_column:
-                controls.show_figure(panel, presenter)
+                boundary.show_figure(panel)
         elif panel.key == "mask" and slice_column is not None:
             with slice_column:
-                controls.show_figure(panel, presenter)
+                boundary.show_figure(panel)
         else:
-            controls.show_figure(panel, presenter)
+            boundary.show_figure(panel)
 
 
 def draw_downloads(settings) -> None:
-    if controls.is_heavy(settings):
+    if caches.is_heavy(settings):
         st.info(
             f"The whole trace at {settings.num_heads} heads × {settings.num_tokens} tokens is hundreds of MB; "
             "the .npz download is offered up to b·h·T² = 1,048,576 attention cells (16 heads × 256 tokens)."
@@ -105,7 +115,7 @@ def draw_downloads(settings) -> None:
     else:
         st.download_button(
             "Download the trace (.npz, every step by name)",
-            controls.npz_download(settings),
+            caches.npz_download(settings),
             file_name="mha_trace.npz",
             mime="application/octet-stream",
             on_click="ignore",
@@ -113,4 +123,4 @@ def draw_downloads(settings) -> None:
     st.markdown("Each figure downloads as PNG from its toolbar (camera icon).")
 
 
-controls.run_page(main)
+boundary.run_page(main)

@@ -267,7 +267,7 @@ def markdown(found: list[Scenario], parts: dict | None, title: str = "this check
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in found:
-        data = s.cache_bytes.get("explorer.glue.controls.cached_view", 0)
+        data = s.cache_bytes.get("explorer.glue.caches.cached_view", 0)
         lines.append(
             f"| {s.name} | {s.sessions} | {s.before_mb:.0f} | **{s.peak_mb:.0f}** | {s.open_mb:.0f} | "
             f"{s.closed_mb:.0f} | {s.settled_mb:.0f} | {s.seconds:.1f} s | {len(s.errors)} | "

@@ -1,7 +1,7 @@
 """Server time of a rerun on every page, as a ratio to the floor for the same work, measured side by side.
 
 For each page, at the defaults and at 8 heads × 64 tokens, the page runs under Streamlit's AppTest, and the time of
-the page's body is taken inside the script thread (``controls.run_page``: every st call, the figures' JSON included,
+the page's body is taken inside the script thread (``boundary.run_page``: every st call, the figures' JSON included,
 as the server runs it; AppTest's own polling and parsing are left out):
 
 * miss: a rerun after the page's caches are cleared (the module is built and run, every figure is drawn);
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorer.glue import controls, training_cache  # noqa: E402, F401  (controls sets torch's threads, as the server does)
+from explorer.glue import boundary, training_cache  # noqa: E402, F401  (boundary sets torch's threads, as the server does)
 from explorer.glue.settings import parse_query  # noqa: E402
 from explorer.views.figures import decode_array  # noqa: E402
 from mha_core import runs  # noqa: E402
@@ -57,11 +57,11 @@ SETTINGS = {
 
 
 _BODY_SECONDS: list[float] = []
-_run_page = controls.run_page
+_run_page = boundary.run_page
 
 
 def _timed_run_page(main) -> None:
-    """controls.run_page, timed: the server's work for one rerun of the page."""
+    """boundary.run_page, timed: the server's work for one rerun of the page."""
     start = time.perf_counter()
     try:
         _run_page(main)
@@ -69,7 +69,7 @@ def _timed_run_page(main) -> None:
         _BODY_SECONDS.append(time.perf_counter() - start)
 
 
-controls.run_page = _timed_run_page  # the pages look it up at run time
+boundary.run_page = _timed_run_page  # the pages look it up at run time
 
 
 def _rerun_seconds(at: AppTest) -> float:
@@ -128,15 +128,15 @@ def _clear_page_caches(page: str) -> None:
 
 
 SIDEBAR_ONLY = """
-from explorer.glue import controls
+from explorer.glue import boundary, sidebar, url
 
 def main():
-    controls.presenter_toggle()
-    settings = controls.settings_sidebar()
-    controls.show_notices()
-    controls.sync_url(settings)
+    sidebar.presenter_toggle()
+    settings = sidebar.settings_sidebar()
+    url.show_notices()
+    url.sync_url(settings)
 
-controls.run_page(main)
+boundary.run_page(main)
 """
 
 

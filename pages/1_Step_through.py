@@ -1,47 +1,32 @@
 """Step through: the forward pass of Listing 3.5, one step per screen, for a classroom.
 
-The step is in the URL (?step=5), so a teacher's link opens on the step being discussed.
+The step is in the URL (?step=5), so a teacher's link opens on the step being discussed. In presenter mode the step's
+code and sentences sit beside its main figure, so the figure is on the first screen of a 1280 × 720 projector.
 """
 
 import streamlit as st
 
-from explorer.glue import controls, teaching_cache
+from explorer.glue import boundary, sidebar, teaching_cache, url
 from explorer.views.step_through_steps import STEP_COUNT, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
+# Constants, nothing from the user. The listing wraps its long lines instead of being cut, at a readable size.
+LISTING_CSS = """<style>
+  .st-key-step_listing pre code { font-size: 0.9rem; }
+  .st-key-step_listing pre { overflow-x: auto; }
+</style>"""
+PRESENTER_CODE_CSS = "<style>.st-key-step_code pre code { font-size: 1.05rem; }</style>"
 
-def main() -> None:
-    presenter = controls.presenter_toggle()
-    settings = controls.settings_sidebar()
+
+def _move(delta: int) -> None:
     state = st.session_state
-    # Constants, nothing from the user: smaller type for the whole listing, so that its longest line fits beside the
-    # figures; larger type for the step's own lines in presenter mode.
-    LISTING_CSS = "<style>.st-key-step_listing pre code { font-size: 0.72rem; }</style>"
-    PRESENTER_CODE_CSS = "<style>.st-key-step_code pre code { font-size: 1.15rem; }</style>"
+    state.step_number = min(max(state.step_number + delta, 1), STEP_COUNT)
 
-    teaching_cache.seed_int("step_number", "step", 1, 1, STEP_COUNT)
-    teaching_cache.seed_int("step_batch", "batch", 0, 0, settings.batch_size - 1)
-    st.sidebar.header("View")
-    st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="step_batch")
 
-    def _move(delta: int) -> None:
-        state.step_number = min(max(state.step_number + delta, 1), STEP_COUNT)
-
-    view = teaching_cache.step_view(settings, int(state.step_number), int(state.step_batch), presenter)
-
-    if presenter:
-        st.title(f"{view.number}/{view.count} · {view.title}")
-    else:
-        st.title("Step through Listing 3.5")
-        st.markdown(
-            "The book's `MultiHeadAttention.forward`, one step per screen, on the settings in the sidebar: "
-            f"{settings.num_heads} heads × head_dim {settings.head_dim} = d_out {settings.d_out}, "
-            f"{settings.num_tokens} tokens, batch {settings.batch_size}, {'train' if settings.train else 'eval'} mode."
-        )
-    controls.show_notices()
-
-    previous_col, slider_col, next_col = st.columns([3, 4, 3] if presenter else [2, 7, 2], vertical_alignment="bottom")
+def step_buttons(view, presenter: bool) -> None:
+    """Previous, the step slider and Next; Page Up / Page Down (a presentation clicker) press the buttons."""
+    previous_col, slider_col, next_col = st.columns([4, 3, 4] if presenter else [2, 7, 2], vertical_alignment="bottom")
     previous_col.button(
         "◀ Previous",
         key="step_previous",
@@ -64,36 +49,70 @@ def main() -> None:
         help="Page Down (a presentation clicker's forward button)",
     )
 
-    lines = line_ranges(view.lines)
-    shape = f"{view.shape_before}  →  {view.shape_after}" if view.shape_before else view.shape_after
 
-    if presenter:
-        if view.shape_before:
-            st.markdown(f"## `{view.shape_before}`")
-        st.markdown(f"## {'→ ' if view.shape_before else ''}`{view.shape_after}`")
+def shape_text(view) -> str:
+    return f"{view.shape_before}  →  {view.shape_after}" if view.shape_before else view.shape_after
+
+
+def presenter_step(view) -> None:
+    """The step's shape, code and sentences in a narrow column beside its main figure."""
+    words_col, figure_col = st.columns([1, 2], gap="medium")
+    with words_col:
+        st.code(shape_text(view), language=None, wrap_lines=True)
         with st.container(key="step_code"):
             st.html(PRESENTER_CODE_CSS)
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
-        teaching_cache.show_panel(view.panels[0], presenter)
+    with figure_col:
+        boundary.show_figure(view.main, bare=True, stage=True)
+
+
+def classroom_step(view) -> None:
+    """The whole listing (this step in colour) beside the step: its shape, its lines, its figures."""
+    lines = line_ranges(view.lines)
+    listing_col, step_col = st.columns([4, 7], gap="medium")
+    with listing_col, st.container(key="step_listing"):
+        st.html(LISTING_CSS)
+        st.caption(f"Listing 3.5 · this step is {lines}, in colour")
+        st.code(view.listing, language="diff", line_numbers=True, wrap_lines=True)
+    with step_col:
+        st.header(f"Step {view.number} of {view.count}: {view.title}")
+        st.markdown(f"**Shape:** `{shape_text(view)}`")
+        st.markdown(f"**Listing 3.5, {lines}:**")
+        st.code(view.code, language="python", wrap_lines=True)
+        for sentence in view.sentences:
+            st.markdown(sentence)
+        for panel in view.panels:
+            boundary.show_figure(panel)
+
+
+def main() -> None:
+    presenter = sidebar.presenter_toggle()
+    settings = sidebar.settings_sidebar()
+    state = st.session_state
+    teaching_cache.seed_int("step_number", "step", 1, 1, STEP_COUNT)
+    teaching_cache.seed_int("step_batch", "batch", 0, 0, settings.batch_size - 1)
+    st.sidebar.header("View")
+    st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="step_batch")
+    view = teaching_cache.step_view(settings, int(state.step_number), int(state.step_batch), presenter)
+
+    if presenter:
+        st.title(f"{view.number}/{view.count} · {view.title}")
     else:
-        listing_col, step_col = st.columns([5, 6], gap="medium")
-        with listing_col, st.container(key="step_listing"):
-            st.html(LISTING_CSS)
-            st.caption(f"Listing 3.5 · this step is {lines}, in colour")
-            st.code(view.listing, language="diff", line_numbers=True)
-        with step_col:
-            st.header(f"Step {view.number} of {view.count}: {view.title}")
-            st.markdown(f"**Shape:** `{shape}`")
-            st.markdown(f"**Listing 3.5, {lines}:**")
-            st.code(view.code, language="python")
-            for sentence in view.sentences:
-                st.markdown(sentence)
-            for panel in view.panels:
-                teaching_cache.show_panel(panel, presenter)
-
-    controls.sync_url(settings, step=int(state.step_number), batch=int(state.step_batch))
+        st.title("Step through Listing 3.5")
+        st.markdown(
+            "The book's `MultiHeadAttention.forward`, one step per screen, on the settings in the sidebar: "
+            f"{settings.num_heads} heads × head_dim {settings.head_dim} = d_out {settings.d_out}, "
+            f"{settings.num_tokens} tokens, batch {settings.batch_size}, {'train' if settings.train else 'eval'} mode."
+        )
+    url.show_notices()
+    step_buttons(view, presenter)
+    if presenter:
+        presenter_step(view)
+    else:
+        classroom_step(view)
+    url.sync_url(settings, step=int(state.step_number), batch=int(state.step_batch))
 
 
-controls.run_page(main)
+boundary.run_page(main)

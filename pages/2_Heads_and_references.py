@@ -7,16 +7,16 @@
 
 import streamlit as st
 
-from explorer.glue import controls, teaching_cache
+from explorer.glue import boundary, caches, sidebar, teaching_cache, url
 from explorer.views import heads_and_references
 
 st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")
 
 
 def main() -> None:
-    presenter = controls.presenter_toggle()
-    sidebar_settings = controls.settings_sidebar()
-    settings = controls.fit_budget(sidebar_settings, controls.HEAVY_CELLS, "Heads and references")
+    presenter = sidebar.presenter_toggle()
+    sidebar_settings = sidebar.settings_sidebar(fields=sidebar.EVAL_FIELDS)
+    settings = caches.fit_budget(sidebar_settings, caches.HEAVY_CELLS, "Heads and references")
     state = st.session_state
 
     teaching_cache.seed_int("heads_batch", "batch", 0, 0, settings.batch_size - 1)
@@ -25,15 +25,15 @@ def main() -> None:
     batch_index = int(state.heads_batch)
 
     st.title("Heads and references")
-    part = controls.section_choice("part", PARTS, default="heads")
-    controls.show_notices()
-    tabs = dict(zip(PARTS, controls.section_tabs("part", PARTS, part), strict=True))
+    part = sidebar.section_choice("part", PARTS, default="heads")
+    url.show_notices()
+    tabs = dict(zip(PARTS, sidebar.section_tabs("part", PARTS, part), strict=True))
     with tabs[part]:  # only the open part runs and is sent
         if part == "heads":
             heads_part(settings, batch_index, presenter)
         else:
             references_part(settings, presenter)
-    controls.sync_url(sidebar_settings, batch=batch_index, part=part)
+    url.sync_url(sidebar_settings, batch=batch_index, part=part)
 
 
 PARTS = {
@@ -58,9 +58,25 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
             )
 
     heads_view = teaching_cache.heads_view(settings, batch_index, presenter)
-    diffs = {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
+    side, stage = st.columns([1.2, 3.8], gap="medium") if presenter else (st.container(), st.container())
+    with side:
+        show_difference(heads_view)
+    with stage:
+        if presenter:  # the last panel (the difference) fills the first screen beside its largest value
+            boundary.show_figure(heads_view.panels[-1], bare=True, stage=True)
+    show_differences_by_step(heads_view)
+    if not presenter:
+        for panel in heads_view.panels:
+            boundary.show_figure(panel)
+
+
+def show_difference(heads_view) -> None:
     worst = max(heads_view.max_abs_diff.values())
     st.metric("largest difference, any step, any head", "0: bit for bit" if worst == 0 else f"{worst:.3g}")
+
+
+def show_differences_by_step(heads_view) -> None:
+    diffs = {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
     st.dataframe(
         diffs,
         hide_index=True,
@@ -68,9 +84,6 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
         width="content",
         column_config={"max |separate − batched|": st.column_config.NumberColumn(format="%.3e")},
     )
-    panels = heads_view.panels if not presenter else heads_view.panels[-1:]
-    for panel in panels:
-        teaching_cache.show_panel(panel, presenter)
 
 
 def references_part(settings, presenter: bool) -> None:
@@ -113,4 +126,4 @@ def references_part(settings, presenter: bool) -> None:
             )
 
 
-controls.run_page(main)
+boundary.run_page(main)

@@ -6,7 +6,7 @@ Each knob runs the same MultiHeadAttention: with ExplicitAttention(scale=...), o
 
 import streamlit as st
 
-from explorer.glue import controls, teaching_cache
+from explorer.glue import boundary, caches, sidebar, teaching_cache, url
 from explorer.views import knobs_that_teach as views
 from explorer.views.knobs_that_teach import SCALE_MULTIPLIERS
 
@@ -14,9 +14,9 @@ st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer
 
 
 def main() -> None:
-    presenter = controls.presenter_toggle()
-    sidebar_settings = controls.settings_sidebar()
-    settings = controls.fit_budget(sidebar_settings, controls.HEAVY_CELLS, "Knobs that teach")
+    presenter = sidebar.presenter_toggle()
+    sidebar_settings = sidebar.settings_sidebar(fields=sidebar.EVAL_FIELDS)
+    settings = caches.fit_budget(sidebar_settings, caches.HEAVY_CELLS, "Knobs that teach")
     seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
 
     seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
@@ -26,30 +26,34 @@ def main() -> None:
     seed_choice("knobs_preset", "preset", "previous", views.PRESETS)
 
     st.title("Knobs that teach")
-    knob = controls.section_choice("knob", KNOBS, default="temperature")
-    controls.show_notices()
-    tabs = dict(zip(KNOBS, controls.section_tabs("knob", KNOBS, knob), strict=True))
+    knob = sidebar.section_choice("knob", KNOBS, default="temperature")
+    url.show_notices()
+    tabs = dict(zip(KNOBS, sidebar.section_tabs("knob", KNOBS, knob), strict=True))
 
-    def show(panels, pairs_from: int = 1) -> None:
-        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: the first alone)."""
+    side, stage = st.columns([1.2, 3.8], gap="medium") if presenter else (st.container(), None)
+
+    def show(panels, pairs_from: int = 1, main: int = 0) -> None:
+        """The first panel at full width; from ``pairs_from`` on, two to a row (presenter mode: ``main`` alone,
+        filling the first screen beside the knob)."""
         if presenter:
-            teaching_cache.show_panel(panels[0], presenter)
+            with stage:
+                boundary.show_figure(panels[main], bare=True, stage=True)
             return
         for panel in panels[:pairs_from]:
-            teaching_cache.show_panel(panel, presenter)
+            boundary.show_figure(panel, bare=presenter)
         rest = panels[pairs_from:]
         for start in range(0, len(rest), 2):
             for column, panel in zip(st.columns(2), rest[start : start + 2], strict=False):
                 with column:
-                    teaching_cache.show_panel(panel, presenter)
+                    boundary.show_figure(panel, bare=presenter)
 
     # Only the open knob runs and is sent; the others keep their values in session state and the URL.
-    with tabs[knob]:
+    with tabs[knob], side:
         {"temperature": temperature_knob, "dropout": dropout_knob, "presets": preset_knob}[knob](
             settings, show, presenter
         )
     state = st.session_state
-    controls.sync_url(
+    url.sync_url(
         sidebar_settings,
         knob=knob,
         scale=state.knobs_scale,
@@ -64,6 +68,11 @@ KNOBS = {
     "dropout": "2. Dropout in train mode",
     "presets": "3. Hand-made weights",
 }
+
+
+def metric_columns(presenter: bool):
+    """Three metrics side by side; in presenter mode one under the other, in the narrow column beside the figure."""
+    return (st.container(), st.container(), st.container()) if presenter else st.columns(3)
 
 
 def temperature_knob(settings, show, presenter: bool) -> None:
@@ -82,7 +91,7 @@ def temperature_knob(settings, show, presenter: bool) -> None:
             "larger scale (lower temperature) sharpens each row towards one-hot, entropy 0; a smaller one flattens it "
             "towards uniform, entropy log(number of visible keys)."
         )
-    e1, e2, e3 = st.columns(3)
+    e1, e2, e3 = metric_columns(presenter)
     e1.metric("softmax scale", f"{temperature.scale:.4g}")
     e2.metric("mean row entropy (nats)", f"{temperature.mean_entropy:.4f}")
     e3.metric(
@@ -94,7 +103,7 @@ def temperature_knob(settings, show, presenter: bool) -> None:
 
 
 def dropout_knob(settings, show, presenter: bool) -> None:
-    d1, d2 = st.columns([3, 1])
+    d1, d2 = (st.container(), st.container()) if presenter else st.columns([3, 1])
     percent = int(d1.slider("dropout p (%)", 5, 90, step=5, key="knobs_drop"))
     draw = int(d2.number_input("draw", 0, 999, key="knobs_draw", help="Another seed for dropout's random mask."))
     dropout = teaching_cache.dropout_view(settings, percent, draw, presenter)
@@ -106,13 +115,13 @@ def dropout_knob(settings, show, presenter: bool) -> None:
             "to 1, only on average. In eval mode dropout does nothing. The module here is a train-mode copy; the "
             "sidebar's train toggle is not needed."
         )
-    k1, k2, k3 = st.columns(3)
+    k1, k2, k3 = metric_columns(presenter)
     k1.metric(
         "kept", f"{dropout.kept_fraction:.1%}", help=f"share of the unmasked weights kept; expected {1 - dropout.p:.0%}"
     )
     k2.metric("survivors scaled by", f"×{dropout.scale:.4g}")
     k3.metric("rescale error", f"{dropout.max_rescale_error:.1e}", help="max |after − before × 1/(1−p)| on kept cells")
-    show(dropout.panels, pairs_from=3)
+    show(dropout.panels, pairs_from=3, main=dropout.main_index)
 
 
 def preset_knob(settings, show, presenter: bool) -> None:
@@ -134,4 +143,4 @@ def preset_knob(settings, show, presenter: bool) -> None:
     show(made.panels, pairs_from=2)
 
 
-controls.run_page(main)
+boundary.run_page(main)

@@ -7,7 +7,7 @@ Nothing is measured until "Measure" is pressed.
 
 import streamlit as st
 
-from explorer.glue import admission, controls, measuring
+from explorer.glue import admission, boundary, measuring, sidebar, url
 from explorer.views import cost
 from explorer.views.panel import Panel
 
@@ -19,16 +19,16 @@ TIME_BUDGET_S = 30.0  # one measurement, all lengths and variants together
 
 def max_tokens_from_url() -> int:
     """The page's ?max_tokens=, clamped to 64–1024 and rounded down to a measured length."""
-    wanted = controls.url_int("max_tokens", cost.DEFAULT_MAX_TOKENS, TOKEN_CHOICES[0], TOKEN_CHOICES[-1])
+    wanted = url.url_int("max_tokens", cost.DEFAULT_MAX_TOKENS, TOKEN_CHOICES[0], TOKEN_CHOICES[-1])
     snapped = max(t for t in TOKEN_CHOICES if t <= wanted)
     if snapped != wanted:
-        controls.notice(f"max_tokens={wanted} is not one of the measured lengths; using {snapped}.")
+        url.notice(f"max_tokens={wanted} is not one of the measured lengths; using {snapped}.")
     return snapped
 
 
 def main() -> None:
-    presenter = controls.presenter_toggle()
-    settings = controls.settings_sidebar()
+    presenter = sidebar.presenter_toggle()
+    settings = sidebar.settings_sidebar(fields=sidebar.COST_FIELDS)
     state = st.session_state
     if "cost_max_tokens" not in state:
         state.cost_max_tokens = max_tokens_from_url()
@@ -41,7 +41,7 @@ def main() -> None:
     )
 
     st.title("Cost: time and memory against sequence length")
-    controls.show_notices()
+    url.show_notices()
     longest = admission.cost_max_tokens(settings.batch_size, settings.num_heads, chosen, cost.TOKEN_STEPS)
     if longest < chosen:
         st.warning(
@@ -85,7 +85,7 @@ def main() -> None:
         st.info("Press **Measure** to time the four variants and measure their peak memory.")
     else:
         show_report(report, spec, presenter)
-    controls.sync_url(settings, max_tokens=chosen)
+    url.sync_url(settings, max_tokens=chosen)
 
 
 def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -> None:
@@ -101,25 +101,23 @@ def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -
             icon="⏱️",
         )
     shape = f"(b, h, T, T) = ({report.spec.batch_size}, {report.spec.num_heads}, T, T)"
-    controls.show_figure(
+    boundary.show_figure(
         Panel(
             "cost_memory",
             "Peak memory: the explicit paths grow like T²",
             f"Attention matrices {shape}; log-log axes, so T² is a straight line of slope 2. "
             + cost.memory_method(report.spec.device),
             cost.memory_figure(report, presenter),
-        ),
-        presenter,
+        )
     )
-    controls.show_figure(
+    boundary.show_figure(
         Panel(
             "cost_time",
             "Forward time",
             f"Median of {report.spec.repeats} calls after a warm-up, {shape}. Times on a shared "
             "server vary with what other visitors run.",
             cost.time_figure(report, presenter),
-        ),
-        presenter,
+        )
     )
     st.subheader("Measured beside the formula")
     st.dataframe(cost.table_rows(report), hide_index=True, width="stretch", key="cost_table")
@@ -134,4 +132,4 @@ def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -
     st.caption(f"Measured in {report.seconds:.1f} s on {report.spec.device}, {report.spec.dtype}.")
 
 
-controls.run_page(main)
+boundary.run_page(main)

@@ -6,7 +6,7 @@ The token and batch element are in the URL (?token=1&batch=0). Every number come
 
 import streamlit as st
 
-from explorer.glue import controls, teaching_cache
+from explorer.glue import boundary, caches, sidebar, teaching_cache, url
 
 st.set_page_config(page_title="Follow a token · Multi-Head Attention Explorer", page_icon="🔎", layout="wide")
 
@@ -14,13 +14,13 @@ DEFAULT_TOKEN = 1  # "journey", the book's x⁽²⁾
 
 
 def main() -> None:
-    presenter = controls.presenter_toggle()
-    settings = controls.settings_sidebar()
+    presenter = sidebar.presenter_toggle()
+    settings = sidebar.settings_sidebar()
     state = st.session_state
     last = settings.num_tokens - 1
     teaching_cache.seed_int("follow_token", "token", DEFAULT_TOKEN, 0, last)
     teaching_cache.seed_int("follow_batch", "batch", 0, 0, settings.batch_size - 1)
-    labels = controls.module_and_input(settings)[2]
+    labels = caches.module_and_input(settings)[2]
     st.sidebar.header("View")
     st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="follow_batch")
     st.sidebar.selectbox(
@@ -29,9 +29,16 @@ def main() -> None:
     token, batch_index = int(state.follow_token), int(state.follow_batch)
 
     st.title("Follow one token")
-    controls.show_notices()
+    url.show_notices()
+    show_glance(settings, batch_index, token, presenter)
+    view = teaching_cache.token_view(settings, token, batch_index, presenter)
+    show_heads(view, token, presenter)
+    show_output(view, token, batch_index, presenter)
+    url.sync_url(settings, token=token, batch=batch_index)
 
-    # --- 1. every head at a glance -------------------------------------------------------------------------------
+
+def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None:
+    """1. Every head at a glance."""
     st.header("At a glance: every head")
     glance = teaching_cache.head_view(settings, batch_index, token, presenter)
     if not presenter:
@@ -39,10 +46,11 @@ def main() -> None:
             "Queries on the left, keys on the right: each line's strength is the attention weight, one "
             "colour per head (as in BertViz's head view). The followed token's lines are drawn strong."
         )
-    teaching_cache.show_panel(glance.panel, presenter)
+    boundary.show_figure(glance.panel, bare=presenter)
 
-    # --- 2. one token through each head ----------------------------------------------------------------------------
-    view = teaching_cache.token_view(settings, token, batch_index, presenter)
+
+def show_heads(view, token: int, presenter: bool) -> None:
+    """2. One token through each head: its row of every step, as a table per head."""
     st.header(f"Query {token}: “{view.label}”, head by head")
     if not presenter:
         scale = (
@@ -59,35 +67,39 @@ def main() -> None:
         with st.expander(
             f"head {head.head} · q = {head.query} · context = {head.context}", expanded=head.head < 2 or presenter
         ):
-            st.dataframe(
-                [
-                    {
-                        "key": f"{row.position}: {row.label}",
-                        "k_j": row.key,
-                        "q · k_j": row.dot,
-                        "÷ √head_dim": row.scaled,
-                        "softmax": row.weight,
-                        "weight used": row.used,
-                        "v_j": row.value,
-                        "weight × v_j": row.weighted,
-                    }
-                    for row in head.rows
-                ],
-                hide_index=True,
-                width="stretch",
-                key=f"follow_rows_{head.head}",
-                column_config={
-                    name: st.column_config.NumberColumn(format="%.4f")
-                    for name in ("q · k_j", "÷ √head_dim", "softmax", "weight used")
-                },
-            )
-            more = f" ({head.hidden_keys} lighter keys not listed)" if head.hidden_keys else ""
-            st.markdown(
-                f"{head.visible} visible keys{more}. Context of head {head.head} = Σ weight × v_j = `{head.context}`"
-            )
-    teaching_cache.show_panel(view.panels[0], presenter)
+            show_head_rows(head)
+    boundary.show_figure(view.panels[0], bare=presenter)
 
-    # --- 3. concatenate, out_proj, the output row ----------------------------------------------------------------
+
+def show_head_rows(head) -> None:
+    st.dataframe(
+        [
+            {
+                "key": f"{row.position}: {row.label}",
+                "k_j": row.key,
+                "q · k_j": row.dot,
+                "÷ √head_dim": row.scaled,
+                "softmax": row.weight,
+                "weight used": row.used,
+                "v_j": row.value,
+                "weight × v_j": row.weighted,
+            }
+            for row in head.rows
+        ],
+        hide_index=True,
+        width="stretch",
+        key=f"follow_rows_{head.head}",
+        column_config={
+            name: st.column_config.NumberColumn(format="%.4f")
+            for name in ("q · k_j", "÷ √head_dim", "softmax", "weight used")
+        },
+    )
+    more = f" ({head.hidden_keys} lighter keys not listed)" if head.hidden_keys else ""
+    st.markdown(f"{head.visible} visible keys{more}. Context of head {head.head} = Σ weight × v_j = `{head.context}`")
+
+
+def show_output(view, token: int, batch_index: int, presenter: bool) -> None:
+    """3. Concatenate, out_proj, the output row (and the book's, at the book's settings)."""
     st.header("Concatenate, then out_proj")
     st.markdown(f"The heads side by side: context[{token}] = `{view.concatenated}`")
     if not presenter:
@@ -96,7 +108,7 @@ def main() -> None:
             "of W_out, so the output is a sum of one contribution per head plus the bias: "
             "output = Σ_k context_k · W_out[:, block k]ᵀ + bias."
         )
-    teaching_cache.show_panel(view.panels[1], presenter)
+    boundary.show_figure(view.panels[1], bare=presenter)
     st.markdown(f"**Output row {token}** (`output[{batch_index}, {token}]`): `{view.output_text}`")
     if view.book_row is not None:
         book = f"[{view.book_row[0]:.4f}, {view.book_row[1]:.4f}]"
@@ -105,7 +117,5 @@ def main() -> None:
         else:
             st.warning(f"The book prints row {token} as {book}.", icon=":material/warning:")
 
-    controls.sync_url(settings, token=token, batch=batch_index)
 
-
-controls.run_page(main)
+boundary.run_page(main)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from explorer.glue.controls import HEAVY_CELLS
+from explorer.glue.caches import HEAVY_CELLS
 from explorer.glue.settings import parse_query
 
 from .apptest_helpers import run_page

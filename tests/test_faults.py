@@ -2,7 +2,7 @@
 and sessions that build modules at the same moment.
 
 Pages are discovered as in test_fuzz, so pages added later are covered. AppTest runs a page's script in this
-process, so monkeypatching the module object a page calls (``mha_core.runs``, ``explorer.glue.controls``) reaches it.
+process, so monkeypatching the module object a page calls (``mha_core.runs``, ``explorer.glue.url``) reaches it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from urllib.parse import urlencode
 import pytest
 import torch
 
-from explorer.glue import controls
 from explorer.glue import settings as cfg
+from explorer.glue import url
 from harness.checks import big_query, check_run, session_query, settings_from_query
 from harness.server import MALLOC_ENV, StreamlitServer, metrics
 from harness.session import Session, hang_up_mid_run
@@ -32,7 +32,7 @@ def _page_id(page: str) -> str:
 
 
 def _with_boundary(page: str, strict: bool = True):
-    """The page, marked as an expected failure when its source does not call controls.run_page.
+    """The page, marked as an expected failure when its source does not call boundary.run_page.
 
     strict=False where a page without the boundary may still pass (it never calls what the test breaks).
     """
@@ -41,7 +41,7 @@ def _with_boundary(page: str, strict: bool = True):
     return pytest.param(
         page,
         marks=pytest.mark.xfail(
-            strict=strict, reason="the page does not wrap its body in controls.run_page (the page boundary)"
+            strict=strict, reason="the page does not wrap its body in boundary.run_page (the page boundary)"
         ),
     )
 
@@ -58,7 +58,8 @@ def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_a_notice(page):
     assert at.session_state.settings.dtype == "float32"  # bfloat16 is not offered on the cpu
     notices = "\n".join(w.value for w in at.warning)
     assert "Device `cuda` is not available here; using cpu." in notices
-    assert "dtype bfloat16 is not offered on cpu; using float32." in notices
+    dtype_notice = "dtype bfloat16 is not offered on cpu; using float32." in notices
+    assert dtype_notice == ("dtype" in at.session_state["_page_fields"])  # only pages that draw with a dtype say so
     assert at.query_params["device"] == "cpu"  # the link the student shares next is one that works
 
 
@@ -132,7 +133,7 @@ def _raise_runtime(*args, **kwargs):
 
 @pytest.mark.parametrize("page", [_with_boundary(p) for p in PAGES], ids=_page_id)
 def test_an_exception_in_a_page_is_caught_shown_short_and_logged(page, monkeypatch, caplog):
-    monkeypatch.setattr(controls, "show_notices", _raise_runtime)  # every page shows its notices
+    monkeypatch.setattr(url, "show_notices", _raise_runtime)  # every page shows its notices
     with caplog.at_level(logging.ERROR, logger="mha_explorer"):
         at = open_page(page, {})
     assert not at.exception, at.exception[0].value if at.exception else ""

@@ -14,7 +14,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import admission, controls, trained_link, training_cache
+from explorer.glue import admission, caches, trained_link, training_cache
 from explorer.glue import settings as cfg
 from mha_core import profiling, tasks, tiny_model, training
 
@@ -41,7 +41,7 @@ def test_the_strict_parser_clamps_numbers(raw, expected):
 
 
 def test_url_int_is_the_settings_parser(monkeypatch):
-    """controls.url_int has no parser of its own: the settings' parser answers for it."""
+    """url.url_int has no parser of its own: the settings' parser answers for it."""
     seen = []
     real = cfg.parse_int
     monkeypatch.setattr(cfg, "parse_int", lambda *args: seen.append(args) or real(*args))
@@ -86,7 +86,7 @@ def _boundary_script(kind: str) -> None:
     import streamlit as st
     from streamlit.errors import StreamlitAPIException
 
-    from explorer.glue import controls
+    from explorer.glue import boundary
 
     def body() -> None:
         st.title("body")
@@ -99,7 +99,7 @@ def _boundary_script(kind: str) -> None:
             st.rerun()
         st.markdown("finished")
 
-    controls.run_page(body)
+    boundary.run_page(body)
 
 
 @pytest.mark.parametrize("kind", ["api", "stop", "rerun"])
@@ -317,11 +317,11 @@ def test_the_cost_measurement_is_held_to_its_memory_budget():
 
 def test_explorer_heavy_runs_take_the_gate():
     small, large = cfg.DEFAULTS, cfg.parse_query({"num_heads": "16", "num_tokens": "512", "batch_size": "1"})[0]
-    assert not controls.is_heavy(small) and controls.is_heavy(large)
+    assert not caches.is_heavy(small) and caches.is_heavy(large)
     admitted = admission.GATE.admitted
-    with controls.heavy_gate(small):
+    with caches.heavy_gate(small):
         assert admission.GATE.admitted == admitted
-    with controls.heavy_gate(large):
+    with caches.heavy_gate(large):
         assert admission.GATE.active == 1
     assert admission.GATE.admitted == admitted + 1
 

@@ -73,4 +73,4 @@ def test_the_app_never_imports_the_test_and_bench_harness(module):
 def test_the_import_reader_sees_relative_and_absolute_imports():
     """The oracle itself: a view's relative import of glue would be caught."""
     found = imports_of(ROOT / "explorer" / "glue" / "teaching_cache.py")
-    assert "explorer.views.step_through" in found and "explorer.glue.controls" in found
+    assert "explorer.views.step_through" in found and "explorer.glue.caches" in found

@@ -296,7 +296,7 @@ def test_step_figures_hold_the_traced_numbers():
     trace = run_trace(module, x)
     number = [step.key for step in step_through_steps.STEPS].index("softmax") + 1
     view = step_through.build_step_view(trace, labels, number, batch_index=0, presenter=True, dropout_active=False)
-    main = view.panels[0].figure
+    main = view.main.figure  # the softmax step's result: the weights
     for head in range(2):
         values = next(t for t in main.data if t.meta == {"role": "values", "head": head})
         np.testing.assert_array_equal(np.asarray(values.z), trace.numpy("attn_weights")[0, head])

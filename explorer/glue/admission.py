@@ -11,7 +11,7 @@ Community Cloud's smallest app). So:
   training steps, between measurements). A closed tab costs the server nothing more (``SessionEndedError``);
 * after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns.
 
-No page logic here; ``controls.heavy_gate``/``gated``/``is_heavy`` delegate to this module.
+No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to this module.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every cache here is keyed on the frozen ``Settings`` and small ints, strings or frozen dataclasses, never on arrays.
 The views hold built figures, so they live in ``st.cache_resource`` (shared, never mutated): ``st.cache_data`` would
 pickle them, and plotly validates every figure again when it is unpickled.
-Modules come from ``controls.cached_module`` (shared read-only); anything that changes weights works on a copy
+Modules come from ``caches.cached_module`` (shared read-only); anything that changes weights works on a copy
 (see ``mha_core.teaching``). The cached values are the views of ``explorer.teaching``: figures and numbers.
 """
 
@@ -17,7 +17,7 @@ from mha_core import devices, runs, teaching
 from mha_core.reference import ReferenceReport
 
 from ..views import heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
-from . import controls
+from . import caches, url
 from .settings import Settings
 
 # --- a page's own parameters: read once from the URL into the widget's state, kept in range after that --------------
@@ -30,7 +30,7 @@ def seed_int(key: str, url_name: str, default: int, low: int, high: int) -> int:
     """
     state = st.session_state
     if key not in state:
-        state[key] = controls.url_int(url_name, min(max(default, low), high), low, high)
+        state[key] = url.url_int(url_name, min(max(default, low), high), low, high)
     else:
         state[key] = min(max(int(state[key]), low), high)
     return state[key]
@@ -40,22 +40,10 @@ def seed_choice(key: str, url_name: str, default: str, choices: tuple[str, ...] 
     """As ``seed_int``, for a choice; a value no longer offered falls back to the default."""
     state = st.session_state
     if key not in state:
-        state[key] = controls.url_choice(url_name, default, choices)
+        state[key] = url.url_choice(url_name, default, choices)
     elif state[key] not in choices:
         state[key] = default
     return state[key]
-
-
-def show_panel(panel, presenter: bool) -> None:
-    """A panel as controls.show_figure draws it; in presenter mode the figure alone, without clutter."""
-    if not presenter:
-        controls.show_figure(panel, presenter)
-        return
-    from ..views import figures
-
-    st.plotly_chart(
-        panel.figure, width="stretch", theme=None, config=figures.png_config_for(panel.figure), key=f"chart_{panel.key}"
-    )
 
 
 # --- caches ----------------------------------------------------------------------------------------------------------
@@ -64,11 +52,11 @@ _SPIN = "Running the module…"
 
 
 def _module_and_input(settings: Settings):
-    return controls.module_and_input(settings)  # the module is shared: read only
+    return caches.module_and_input(settings)  # the module is shared: read only
 
 
 def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
-    run = controls.explorer_run(settings)
+    run = caches.explorer_run(settings)
     return step_through.build_step_view(
         run.trace,
         run.labels,
@@ -85,22 +73,22 @@ def _small_step(settings: Settings, number: int, batch_index: int, presenter: bo
     return _build_step_view(settings, number, batch_index, presenter)
 
 
-@st.cache_resource(max_entries=4, ttl=600, show_spinner=_SPIN)  # a heavy run's views: few kept (see controls)
+@st.cache_resource(max_entries=4, ttl=600, show_spinner=_SPIN)  # a heavy run's views: few kept (see caches)
 def _heavy_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     return _build_step_view(settings, number, batch_index, presenter)
 
 
-@controls.gated
+@caches.gated
 def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     """One step's view, drawn from the explorer's computed run: other steps, batch elements and presenter mode
     reuse that run (and so does the explorer page)."""
-    cache = _heavy_step if controls.is_heavy(settings) else _small_step
+    cache = _heavy_step if caches.is_heavy(settings) else _small_step
     return cache(settings, number, batch_index, presenter)
 
 
 # Each page's computation is cached apart from the figures drawn from it (keyed on everything but the batch element
 # shown and presenter mode), so those presentation choices redraw without running anything. Their results are small:
-# every page that runs several copies fits its settings into controls.HEAVY_CELLS first.
+# every page that runs several copies fits its settings into caches.HEAVY_CELLS first.
 
 
 @st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
@@ -109,7 +97,7 @@ def _heads_run(settings: Settings) -> tuple[heads_and_references.HeadsRun, list[
     return heads_and_references.run_heads(module, x), labels
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=16, ttl=1800, show_spinner=_SPIN)
 def heads_view(settings: Settings, batch_index: int, presenter: bool) -> heads_and_references.HeadsView:
     run, labels = _heads_run(settings)
@@ -132,7 +120,7 @@ def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:
     return columns
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=16, ttl=3600, show_spinner="Running torch's references…")
 def references(settings: Settings) -> dict[str, ReferenceReport]:
     """compare_with_torch for the settings' module in each dtype of ``reference_dtypes``, on the chosen device."""
@@ -165,7 +153,7 @@ def _cross_run(settings: Settings, tgt_len: int, src_len: int, params: teaching.
     return run, mask, q_labels, k_labels
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
 def masks_view(
     settings: Settings,
@@ -189,7 +177,7 @@ def _temperature_run(settings: Settings, multiplier: str):
     return knobs_that_teach.run_temperature(module, x, float(multiplier)), labels
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
 def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> knobs_that_teach.TemperatureView:
     run, labels = _temperature_run(settings, multiplier)
@@ -200,12 +188,12 @@ def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> kn
 def _dropout_run(settings: Settings, percent: int, draw: int):
     """Dropout p = percent/100 on the settings' module (same weights: dropout has no parameters), in train mode."""
     p = percent / 100
-    module = controls.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
+    module = caches.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
     x, labels = runs.build_input(settings.input_spec())
     return knobs_that_teach.run_dropout(module, x, p, settings.seed + draw), labels
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
 def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> knobs_that_teach.DropoutView:
     run, labels = _dropout_run(settings, percent, draw)
@@ -218,20 +206,20 @@ def _preset_run(settings: Settings, preset: str):
     return knobs_that_teach.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
 def preset_view(settings: Settings, preset: str, presenter: bool) -> knobs_that_teach.PresetView:
     return knobs_that_teach.build_preset_view(_preset_run(settings, preset), presenter=presenter)
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
 def token_view(settings: Settings, token: int, batch_index: int, presenter: bool):
     """One query token followed through every head, from the explorer's computed run (shared with its pages)."""
     from ..views.follow_a_token import build_token_view
 
     return build_token_view(
-        controls.explorer_run(settings),
+        caches.explorer_run(settings),
         token=token,
         batch_index=batch_index,
         presenter=presenter,
@@ -239,10 +227,10 @@ def token_view(settings: Settings, token: int, batch_index: int, presenter: bool
     )
 
 
-@controls.gated
+@caches.gated
 @st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
 def head_view(settings: Settings, batch_index: int, focus: int | None, presenter: bool):
     """The at-a-glance head view, from the explorer's computed run."""
     from ..views.head_view import build_head_view
 
-    return build_head_view(controls.explorer_run(settings), batch_index=batch_index, focus=focus, presenter=presenter)
+    return build_head_view(caches.explorer_run(settings), batch_index=batch_index, focus=focus, presenter=presenter)

@@ -259,6 +259,11 @@ def result_for(config: TrainConfig) -> TrainResult | None:
     return None
 
 
+def trained_here(result: TrainResult) -> bool:
+    """True when this session's own last finished training made ``result`` (not another session's, kept)."""
+    return st.session_state.get(_LAST_KEY) is result
+
+
 def error_for(config: TrainConfig) -> str | None:
     """The message of this session's last failed run of this config, if that is the latest news for it."""
     entry = st.session_state.get(_ERROR_KEY)

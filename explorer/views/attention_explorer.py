@@ -18,7 +18,7 @@ from mha_core.listing import init_line, listing_line
 from mha_core.trace import Trace
 
 from . import figures
-from .panel import Panel, caption, head_names, weights_zmax
+from .panel import Panel, caption, head_names
 
 
 def attention_panels(
@@ -125,8 +125,6 @@ def attention_panels(
                 title=f"attn_weights · {where}",
                 kind="weights",
                 head_names=names,
-                zmin=0.0,
-                zmax=weights_zmax(weights),
                 presenter=presenter,
             ),
         )
@@ -145,8 +143,6 @@ def attention_panels(
                     title=f"attn_weights after dropout · {where}",
                     kind="weights",
                     head_names=names,
-                    zmin=0.0,
-                    zmax=weights_zmax(dropped),
                     presenter=presenter,
                 ),
             )
@@ -167,8 +163,6 @@ def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, he
             title=f"attn_weights · head {head}",
             kind="weights",
             head_names=[f"head {head}"],
-            zmin=0.0,
-            zmax=weights_zmax(weights),
             presenter=presenter,
         ),
     )
@@ -303,12 +297,29 @@ def reshape_panels(
     return panels
 
 
+def output_panel(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool) -> Panel:
+    """The final output as a heatmap: what "Final output" shows once it is too large to print as numbers."""
+    output = trace.numpy("output")[batch_index]  # (T, d_out)
+    return Panel(
+        "final_output",
+        "As a heatmap: too many numbers to print",
+        caption(trace, "output", "(b, T, d_out)", f"batch element {batch_index} · too large to print: hover a cell"),
+        figures.matrix_heatmap(
+            output,
+            labels,
+            [str(c) for c in range(output.shape[1])],
+            title=f"output · batch {batch_index}",
+            presenter=presenter,
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class ExplorerRun:
     """One forward pass of the explorer's module: its trace and the module's parts the panels draw.
 
     This is the computed view: every figure of every section, batch element and presentation is drawn from it,
-    so changing only those never runs the module again (see ``controls.explorer_run``).
+    so changing only those never runs the module again (see ``caches.explorer_run``).
     """
 
     trace: Trace
@@ -353,6 +364,7 @@ class ExplorerView:
     panels: list[Panel]  # the open section's
     enlarged: Panel | None
     output: np.ndarray | None  # (T, d_out) of the chosen batch element, when small enough to print
+    output_panel: Panel | None  # the output as a heatmap, when too large to print (output is then None)
     output_text: str  # the output as torch prints it (4 decimals, as in the book)
     matches_book: bool  # the output prints exactly as Listing 3.5's printed output
 
@@ -389,11 +401,13 @@ def build_view(
     if enlarge is not None:
         enlarged = enlarged_head_panel(trace, labels, batch_index=batch_index, head=enlarge, presenter=presenter)
     output = trace.numpy("output")[batch_index]  # (T, d_out)
+    printed = output.size <= PRINT_LIMIT
     return ExplorerView(
         labels=labels,
         panels=shown,
         enlarged=enlarged,
-        output=output.copy() if output.size <= PRINT_LIMIT else None,
+        output=output.copy() if printed else None,
+        output_panel=None if printed else output_panel(trace, labels, batch_index=batch_index, presenter=presenter),
         output_text=str(trace.output[batch_index].detach().cpu()),
         matches_book=book.matches_printed_output(trace.output[batch_index].float().cpu()),
     )

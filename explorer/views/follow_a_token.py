@@ -75,6 +75,9 @@ class TokenView:
     panels: tuple[Panel, ...]  # the weights per head, then out_proj's per-head contributions
 
 
+OUTPUT_COLOR = "#D55E00"  # Okabe–Ito vermillion: no head has it, and it reads on a light and a dark page
+
+
 def head_contributions(context_row: np.ndarray, weight: np.ndarray, num_heads: int) -> np.ndarray:
     """(h, d_out): out_proj applied to each head's block of the concatenated row alone (no bias).
 
@@ -115,8 +118,13 @@ def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) 
             "ticktext": [f"{figures._escape(names[p])} ({p})" for p in keys],
             "title": {"text": "key"},
         },
-        "yaxis": {"title": {"text": "weight"}, "rangemode": "tozero", "showgrid": True, "gridcolor": "#e5e5e5"},
-        "legend": {"orientation": "h", "y": -0.25},
+        "yaxis": {
+            "title": {"text": "weight"},
+            "rangemode": "tozero",
+            "showgrid": True,
+            "gridcolor": figures.GRID_COLOR,
+        },
+        "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},  # right of the plot
     }
     return figures._finish(
         {"data": data, "layout": layout},
@@ -161,7 +169,7 @@ def contributions_figure(
             "name": "output (sum)",
             "x": x,
             "y": output[:shown].tolist(),
-            "marker": {"symbol": "diamond", "size": 14, "color": "#222222"},
+            "marker": {"symbol": "diamond", "size": 14, "color": OUTPUT_COLOR, "line": {"width": 1, "color": "white"}},
             "hovertemplate": "output · feature %{x}<br>%{y:.4f}<extra></extra>",
         }
     )
@@ -173,8 +181,8 @@ def contributions_figure(
             "tickvals": x,
             "ticktext": [str(o) for o in x],
         },
-        "yaxis": {"title": {"text": "value"}, "showgrid": True, "gridcolor": "#e5e5e5", "zeroline": True},
-        "legend": {"orientation": "h", "y": -0.25},
+        "yaxis": {"title": {"text": "value"}, "showgrid": True, "gridcolor": figures.GRID_COLOR, "zeroline": True},
+        "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},  # right of the plot
     }
     return figures._finish(
         {"data": data, "layout": layout},

@@ -140,7 +140,7 @@ def head_view_figure(
                 "textposition": position,
                 "name": name,
                 "showlegend": False,
-                "marker": {"size": 7, "color": "#444444"},
+                "marker": {"size": 7, "color": "#888888"},  # mid grey: reads on a light and a dark page
                 "hovertext": hover if x == LEFT else escaped,
                 "hoverinfo": "text",
             }

@@ -12,7 +12,7 @@ from mha_core.reference import ReferenceReport
 from mha_core.trace import Trace, trace_forward
 
 from . import figures
-from .panel import Panel, caption, head_names, shape_text, to_numpy
+from .panel import Panel, caption, head_names, rows_and_columns, shape_text, to_numpy
 
 # =====================================================================================================================
 # Heads and references
@@ -59,13 +59,14 @@ def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, pres
     where = f"batch element {b}"
     shape = f"(b, h, T, T) = {shape_text(separate.weights.shape)}"
     diff_max = float(np.abs(diff).max()) if diff.size else 0.0
-    zmax = max(diff_max, np.finfo(np.float32).eps)  # a symmetric scale that shows an all-zero difference as white
+    top = figures.weights_top(alone, together)  # the pair on one scale, by the one rule for weights
+    reading = rows_and_columns("(b, h, T, T)")
     panels = (
         Panel(
             "heads_separate",
             "Each head on its own (MultiHeadAttentionWrapper)",
-            f"`separate_heads(...).weights` · shape {shape} · {where} · each head's own slice of W_query, W_key, "
-            "W_value and its own softmax",
+            f"`separate_heads(...).weights` · shape {shape} · {reading} · {where} · each head's own slice of "
+            "W_query, W_key, W_value and its own softmax",
             figures.heads_heatmap(
                 alone,
                 labels,
@@ -73,6 +74,7 @@ def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, pres
                 title=f"separate heads · {where}",
                 kind="weights",
                 head_names=head_names(h),
+                zmax=top,
                 presenter=presenter,
             ),
         ),
@@ -87,22 +89,21 @@ def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, pres
                 title=f"batched module · {where}",
                 kind="weights",
                 head_names=head_names(h),
+                zmax=top,
                 presenter=presenter,
             ),
         ),
         Panel(
             "heads_difference",
             "Difference: separate − batched",
-            f"shape {shape} · {where} · max |difference| = {diff_max:.3g}",
+            f"shape {shape} · {reading} · {where} · max |difference| = {diff_max:.3g}",
             figures.heads_heatmap(
                 np.nan_to_num(diff, nan=0.0),
                 labels,
                 labels,
                 title=f"separate − batched · {where}",
-                kind="values",
+                kind="difference",
                 head_names=head_names(h),
-                zmin=-zmax,
-                zmax=zmax,
                 presenter=presenter,
             ),
         ),

@@ -77,8 +77,11 @@ def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter:
     h = weights.shape[1]
     sweep_values = [float(m) for m in SCALE_MULTIPLIERS]
     positions = list(range(weights.shape[2]))
-    series = {"uniform": to_numpy(most[0, 0]).tolist()}  # first, so that the heads are drawn over it
-    series |= {f"head {k}": to_numpy(entropy[0, k]).tolist() for k in range(h)}
+    # Each row's entropy below the uniform row's, log(visible keys) − entropy: 0 for uniform attention. Drawn as
+    # the gap, heads that all sit near uniform (the book's scale, short inputs) stay apart instead of one line.
+    below_uniform = to_numpy(most[0] - entropy[0])  # (h, T)
+    series = {"uniform": [0.0] * len(positions)}  # first, so that the heads are drawn over it
+    series |= {f"head {k}": below_uniform[k].tolist() for k in range(h)}
     panels = (
         Panel(
             "temperature_weights",
@@ -96,15 +99,17 @@ def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter:
         ),
         Panel(
             "temperature_entropy",
-            "Entropy of each query's weight row",
-            f"`row_entropy(attn_weights)` · shape (b, h, T) = {shape_text(entropy.shape)} · batch element 0 · "
-            "0 = one-hot, log(number of visible keys) = uniform",
+            "How far each query's weight row is from uniform",
+            f"log(visible keys) − `row_entropy(attn_weights)` · shape (b, h, T) = {shape_text(entropy.shape)} · "
+            "batch element 0 · 0 = uniform (every visible key weighted the same), log(number of visible keys) = "
+            "one-hot",
             figures.line_chart(
                 positions,
                 series,
-                title="row entropy",
+                title="Row entropy below uniform, per head",
                 x_title="query position",
-                y_title="entropy (nats)",
+                y_title="nats below uniform",
+                references=("uniform",),
                 presenter=presenter,
             ),
         ),
@@ -116,10 +121,11 @@ def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter:
             figures.line_chart(
                 sweep_values,
                 {"mean": sweep, "uniform": [run.uniform_mean] * len(sweep_values)},
-                title="mean entropy vs scale",
+                title="Mean entropy vs scale",
                 x_title="scale × √head_dim",
                 y_title="entropy (nats)",
                 log_x=True,
+                references=("uniform",),
                 presenter=presenter,
             ),
         ),
@@ -134,7 +140,8 @@ class DropoutView:
     kept_fraction: float
     max_rescale_error: float
     row_sum_range: tuple[float, float]
-    panels: tuple[Panel, ...]  # weights after dropout first
+    panels: tuple[Panel, ...]  # before → keep mask → after, then the row sums
+    main_index: int = 2  # the panel presenter mode shows: the weights after dropout
 
 
 @dataclass(frozen=True)
@@ -165,28 +172,6 @@ def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -
     sums = to_numpy(report.row_sums[0])  # (h, T)
     panels = (
         Panel(
-            "dropout_after",
-            f"After dropout: survivors × 1/(1−p) = × {report.scale:.3g}",
-            caption(trace, "attn_weights_dropped", "(b, h, T, T)", where),
-            figures.heads_heatmap(
-                after,
-                labels,
-                labels,
-                title=f"attn_weights after dropout (p = {p:g})",
-                kind="weights",
-                head_names=head_names(h),
-                zmin=0.0,
-                zmax=max(1.0, float(after.max()) if after.size else 1.0),
-                presenter=presenter,
-            ),
-        ),
-        Panel(
-            "dropout_keep",
-            "The dropout mask: 1 = kept, 0 = dropped (grey: causally masked)",
-            caption(trace, "dropout_keep", "(b, h, T, T)", where),
-            keep_mask_figure(keep, labels, presenter),
-        ),
-        Panel(
             "dropout_before",
             "Before dropout",
             caption(trace, "attn_weights", "(b, h, T, T)", where),
@@ -201,15 +186,36 @@ def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -
             ),
         ),
         Panel(
+            "dropout_keep",
+            "The dropout mask: 1 = kept, 0 = dropped (grey: causally masked)",
+            caption(trace, "dropout_keep", "(b, h, T, T)", where),
+            keep_mask_figure(keep, labels, presenter),
+        ),
+        Panel(
+            "dropout_after",
+            f"After dropout: survivors × 1/(1−p) = × {report.scale:.3g}",
+            caption(trace, "attn_weights_dropped", "(b, h, T, T)", where),
+            figures.heads_heatmap(
+                after,
+                labels,
+                labels,
+                title=f"attn_weights after dropout (p = {p:g})",
+                kind="weights",
+                head_names=head_names(h),
+                presenter=presenter,
+            ),
+        ),
+        Panel(
             "dropout_row_sums",
             "Row sums after dropout: 1 on average, not row by row",
             f"sum over keys of attn_weights_dropped · shape (b, h, T) = {shape_text(report.row_sums.shape)} · {where}",
             figures.line_chart(
                 list(range(sums.shape[1])),
                 {f"head {k}": sums[k].tolist() for k in range(h)} | {"before": [1.0] * sums.shape[1]},
-                title="row sums",
+                title="Row sums after dropout",
                 x_title="query position",
                 y_title="sum of weights",
+                references=("before",),
                 presenter=presenter,
             ),
         ),
@@ -218,25 +224,22 @@ def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -
     return DropoutView(p, report.scale, report.kept_fraction, report.max_rescale_error, (lo, hi), panels)
 
 
-def keep_mask_figure(keep: np.ndarray, labels: list[str], presenter: bool):
-    """(h, T, T) keep mask: 1 kept, 0 dropped, −∞ causally masked, drawn as "causally masked" (not "−∞")."""
-    fig = figures.heads_heatmap(
+def keep_mask_figure(keep: np.ndarray, labels: list[str], presenter: bool, width_px: int = figures.FULL_FIGURE_PX):
+    """(h, T, T) keep mask: 1 kept, 0 dropped, −∞ causally masked (drawn grey, named "causally masked").
+
+    Shrunk for display, each shown cell is the fraction kept in its block (kind "keep"), so the picture agrees
+    with the kept fraction the page reports.
+    """
+    return figures.heads_heatmap(
         keep,
         labels,
         labels,
         title="dropout keep mask",
-        kind="weights",
+        kind="keep",
         head_names=head_names(keep.shape[0]),
         presenter=presenter,
+        width_px=width_px,
     )
-    for trace in fig.data:
-        role = (trace.meta or {}).get("role")
-        if role == "masked":
-            trace.update(text=None, texttemplate=None, hovertemplate="causally masked<extra></extra>")
-        elif role == "legend":
-            trace.update(name="causally masked")
-    fig.update_layout(coloraxis_colorbar_title_text="kept")
-    return fig
 
 
 PRESET_TEXT = {
@@ -346,6 +349,7 @@ def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
                 title="W_query.weight.T",
                 column_groups=h,
                 presenter=presenter,
+                width_px=figures.NARROW_FIGURE_PX,  # two to a row
                 row_title="input",
                 col_title="query feature",
             ),
@@ -361,6 +365,7 @@ def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
                 title="W_key.weight.T",
                 column_groups=h,
                 presenter=presenter,
+                width_px=figures.NARROW_FIGURE_PX,  # two to a row
                 row_title="input",
                 col_title="key feature",
             ),

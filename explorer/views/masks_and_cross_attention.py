@@ -42,6 +42,9 @@ def _mask_text(mask: torch.Tensor) -> str:
     return str(mask) if mask.shape[-1] <= MASK_TEXT_MAX_KEYS else ""
 
 
+READING = "rows: queries i (the token that reads), columns: keys j (the tokens it reads)"
+
+
 def build_masks_view(
     run: teaching.CrossRun,
     mask: torch.Tensor | None,
@@ -63,7 +66,8 @@ def build_masks_view(
             Panel(
                 "mask",
                 "The mask (True = may attend)",
-                f"`attn_mask` · shape (b, i, j) = {shape_text(mask.shape)} · {where} · the same mask for every head",
+                f"`attn_mask` · shape (b, i, j) = {shape_text(mask.shape)} · {READING} · {where} · "
+                "the same mask for every head",
                 figures.heads_heatmap(
                     mask[b].cpu().numpy()[None],
                     query_labels,
@@ -79,7 +83,7 @@ def build_masks_view(
         Panel(
             "weights",
             "Attention weights (explicit path): zero exactly where the mask blocks",
-            f"`attn_weights` · shape (b, h, i, j) = {shape_text(weights.shape)} · {where}",
+            f"`attn_weights` · shape (b, h, i, j) = {shape_text(weights.shape)} · {READING} · {where}",
             figures.heads_heatmap(
                 weights[b],
                 query_labels,
@@ -104,6 +108,7 @@ def build_masks_view(
                 title=f"output ({implementation})",
                 presenter=presenter,
                 row_title="query",
+                width_px=figures.NARROW_FIGURE_PX,  # the page's left half
             ),
         )
     )

@@ -27,29 +27,33 @@ def shape_text(shape) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ")"
 
 
+ROWS_AND_COLUMNS = {  # what a matrix's rows and columns are, by the last two axes of its shape
+    "T, T)": "rows: queries (the token that reads), columns: keys (the tokens it reads)",
+    "T, d_out)": "rows: tokens, columns: features",
+    "T, d_in)": "rows: tokens, columns: embedding dims",
+    "T, head_dim)": "one matrix per head; rows: tokens, columns: the head's dims",
+}
+
+
+def rows_and_columns(axes: str) -> str:
+    """ "rows: …, columns: …" for a shape such as "(b, h, T, T)"; empty when the shape is not a drawn matrix."""
+    return next((text for end, text in ROWS_AND_COLUMNS.items() if axes.endswith(end)), "")
+
+
 def caption(trace: Trace, step: str, axes: str, note: str = "") -> str:
-    """`step` · shape (b, h, T, T) = (2, 2, 6, 6) · Listing 3.5 line 38: `code`."""
+    """`step` · shape (b, h, T, T) = (2, 2, 6, 6): rows: queries …, columns: keys … · Listing 3.5 line 38: `code`."""
     number, code = listing_line(step)
     shape = shape_text(trace.info[step].shape) if step in trace.info else ""
-    text = f"`{step}` · shape {axes} = {shape} · Listing 3.5, line {number}: `{code}`"
+    reading = rows_and_columns(axes)
+    text = (
+        f"`{step}` · shape {axes} = {shape}{f' · {reading}' if reading else ''} · Listing 3.5, line {number}: `{code}`"
+    )
     return f"{text} · {note}" if note else text
 
 
 def head_names(h: int) -> list[str]:
     """Panel and legend names "head 0", "head 1", …: and legend names, numbered from 0 as in the tensors."""
     return [f"head {k}" for k in range(h)]
-
-
-def weights_zmax(weights: np.ndarray) -> float:
-    """Top of the weights' colour scale: the 99th percentile of the positive weights, at most 1.
-
-    With T tokens a typical weight is about 1/T, so a fixed 0..1 scale turns long sequences
-    white; the few weights above this value saturate, and the colour bar says so by its range.
-    """
-    positive = weights[weights > 0]
-    if positive.size == 0:
-        return 1.0
-    return float(min(1.0, max(np.quantile(positive, 0.99), 1e-6)))
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

@@ -28,7 +28,16 @@ class StepView:
     shape_before: str  # "(b, T, d_out) = (2, 6, 2)", or "" for the first step
     shape_after: str
     sentences: tuple[str, ...]
-    panels: tuple[Panel, ...]  # the first is the step's main heatmap (all that presenter mode shows)
+    panels: tuple[Panel, ...]  # in reading order: what goes in (before) above what comes out (after)
+    main_index: int = 0  # the step's main figure, its result: all that presenter mode shows
+
+    @property
+    def main(self) -> Panel:
+        return self.panels[self.main_index]
+
+
+# Where a step's result sits among its panels (default: the first); presenter mode shows only it.
+MAIN_PANEL = {"view": -1, "transpose": 1, "mask": -1, "softmax": -1, "dropout": -1, "context": -1, "out_proj": -1}
 
 
 def shape_line(trace: Trace, step: str, axes: str) -> str:
@@ -42,6 +51,7 @@ def _step_panels(
     h, T, head_dim = trace.info["queries_heads"].shape[1:]
     d_out = h * head_dim
     where = f"batch element {b}"
+    width_px = figures.FULL_FIGURE_PX if presenter else figures.NARROW_FIGURE_PX  # the page's right column
 
     def heads_panel(name: str, axes: str, kind: str, title: str, cols=None, col_title="key", note="", **kw):
         return Panel(
@@ -57,6 +67,7 @@ def _step_panels(
                 head_names=head_names(h),
                 presenter=presenter,
                 col_title=col_title,
+                width_px=width_px,
                 **kw,
             ),
         )
@@ -74,6 +85,7 @@ def _step_panels(
                 title=f"{name} · {where}",
                 column_groups=groups,
                 presenter=presenter,
+                width_px=width_px,
             ),
         )
 
@@ -91,6 +103,7 @@ def _step_panels(
                 values=trace.numpy(values_from)[b],
                 title=f"{name} {axes}",
                 presenter=presenter,
+                width_px=width_px,
             ),
         )
 
@@ -109,6 +122,7 @@ def _step_panels(
                     title=f"x · {where}",
                     presenter=presenter,
                     col_title="embedding dim",
+                    width_px=width_px,
                 ),
             )
         ]
@@ -129,17 +143,19 @@ def _step_panels(
                     presenter=presenter,
                     row_title="token",
                     col_title="feature",
+                    width_px=width_px,
                 ),
             ),
             matrix_panel("queries", "(b, T, d_out)", "queries, columns banded by the head they will go to", h),
         ]
     if key == "view":
         return [
-            reshape_panel("queries_split", "(b, T, h, head_dim)", "view", "queries", "After view"),
             reshape_panel("queries", "(b, T, d_out)", "flat", "queries", "Before view"),
+            reshape_panel("queries_split", "(b, T, h, head_dim)", "view", "queries", "After view"),
         ]
     if key == "transpose":
         return [
+            reshape_panel("queries_split", "(b, T, h, head_dim)", "view", "queries", "Before transpose"),
             reshape_panel("queries_heads", "(b, h, T, head_dim)", "transpose", "queries", "After transpose"),
             heads_panel(
                 "queries_heads",
@@ -149,13 +165,11 @@ def _step_panels(
                 cols=index_labels(head_dim),
                 col_title="dim",
             ),
-            reshape_panel("queries_split", "(b, T, h, head_dim)", "view", "queries", "Before transpose"),
         ]
     if key == "scores":
         return [heads_panel("attn_scores", "(b, h, T, T)", "scores", "Scores Q Kᵀ, per head")]
     if key == "mask":
         return [
-            heads_panel("masked_scores", "(b, h, T, T)", "scores", "Masked scores: −∞ on future keys"),
             Panel(
                 "step_mask",
                 "The mask as used (True = may attend)",
@@ -173,11 +187,14 @@ def _step_panels(
                     kind="mask",
                     head_names=["may attend"],
                     presenter=presenter,
+                    width_px=width_px,
                 ),
             ),
+            heads_panel("masked_scores", "(b, h, T, T)", "scores", "Masked scores: −∞ on future keys"),
         ]
     if key == "softmax":
         return [
+            heads_panel("scaled_scores", "(b, h, T, T)", "scores", "Scaled scores (masked / √head_dim)"),
             heads_panel(
                 "attn_weights",
                 "(b, h, T, T)",
@@ -185,50 +202,40 @@ def _step_panels(
                 "Attention weights, per head",
                 note=f"{where} · each row sums to 1",
             ),
-            heads_panel("scaled_scores", "(b, h, T, T)", "scores", "Scaled scores (masked / √head_dim)"),
         ]
     if key == "dropout":
-        dropped = trace.numpy("attn_weights_dropped")[b]
         idle = "train mode with p = 0: unchanged" if train else "eval mode: unchanged"
         note = f"{where} · " + ("survivors scaled by 1/(1−p)" if dropout_active else idle)
-        result = [
-            heads_panel(
-                "attn_weights_dropped",
-                "(b, h, T, T)",
-                "weights",
-                "Weights after dropout",
-                note=note,
-                zmin=0.0,
-                zmax=max(1.0, float(np.nanmax(dropped)) if dropped.size else 1.0),
-            )
+        after = heads_panel("attn_weights_dropped", "(b, h, T, T)", "weights", "Weights after dropout", note=note)
+        if not dropout_active:
+            return [after]
+        keep = trace.numpy("dropout_keep")[b].astype(np.float32)  # (h, T, T)
+        keep[:, ~trace.numpy("mask").astype(bool)] = -np.inf  # causally masked: neither kept nor dropped
+        return [
+            heads_panel("attn_weights", "(b, h, T, T)", "weights", "Weights before dropout"),
+            Panel(
+                "step_dropout_keep",
+                "Where dropout kept the weight",
+                caption(trace, "dropout_keep", "(b, h, T, T)", f"{where} · 1 = kept, 0 = dropped"),
+                keep_mask_figure(keep, labels, presenter, width_px),
+            ),
+            after,
         ]
-        if dropout_active:
-            keep = trace.numpy("dropout_keep")[b].astype(np.float32)  # (h, T, T)
-            keep[:, ~trace.numpy("mask").astype(bool)] = -np.inf  # causally masked: neither kept nor dropped
-            result.append(
-                Panel(
-                    "step_dropout_keep",
-                    "Where dropout kept the weight",
-                    caption(trace, "dropout_keep", "(b, h, T, T)", f"{where} · 1 = kept, 0 = dropped"),
-                    keep_mask_figure(keep, labels, presenter),
-                )
-            )
-        return result
     if key == "context":
         return [
-            heads_panel(
-                "context_heads",
-                "(b, h, T, head_dim)",
-                "values",
-                "Context per head",
-                cols=index_labels(head_dim),
-                col_title="dim",
-            ),
             heads_panel(
                 "values_heads",
                 "(b, h, T, head_dim)",
                 "values",
                 "The values being averaged",
+                cols=index_labels(head_dim),
+                col_title="dim",
+            ),
+            heads_panel(
+                "context_heads",
+                "(b, h, T, head_dim)",
+                "values",
+                "Context per head",
                 cols=index_labels(head_dim),
                 col_title="dim",
             ),
@@ -241,8 +248,8 @@ def _step_panels(
         return [matrix_panel("context", "(b, T, d_out)", "Heads side by side", h)]
     if key == "out_proj":
         return [
-            matrix_panel("output", "(b, T, d_out)", "The output"),
             matrix_panel("context", "(b, T, d_out)", "Its input: the concatenated heads", h),
+            matrix_panel("output", "(b, T, d_out)", "The output"),
         ]
     raise ValueError(f"unknown step {key!r}")
 
@@ -287,4 +294,5 @@ def build_step_view(
         shape_after=shape_line(trace, *step.after),
         sentences=sentences,
         panels=tuple(_step_panels(step, trace, labels, batch_index, presenter, dropout_active, train)),
+        main_index=MAIN_PANEL.get(step.key, 0),
     )

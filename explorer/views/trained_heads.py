@@ -20,7 +20,7 @@ from mha_core.tasks import TASKS  # noqa: F401  (for the page)
 from mha_core.training import HELDOUT_SIZE, Inspection, TrainConfig, TrainResult, make_config  # noqa: F401  (for the page)
 
 from . import figures
-from .panel import Panel, shape_text
+from .panel import Panel, rows_and_columns, shape_text
 
 # What each task's head score measures, completing "mean weight on ...".
 SCORE_NAMES = {
@@ -29,7 +29,7 @@ SCORE_NAMES = {
     "key_value_lookup": "the pair with the asked key",
     "induction": "the token after the earlier copy",
 }
-EXPECTED_COLOR = "#e8590c"  # orange: stands out on the Blues scale of attention weights
+EXPECTED_COLOR = "#e8590c"  # orange: on none of the viridis scale of attention weights
 LAYER_NOTES = {
     ("induction", 0): (
         "Layer 0 is not scored on its own pattern: in induction it usually learns to look at the previous "
@@ -88,7 +88,7 @@ def curve_figures(steps, loss, accuracy, *, total: int, presenter: bool = False)
     )
     for fig in (loss_fig, accuracy_fig):
         fig.update_xaxes(range=[0, total * 1.02])
-        fig.update_layout(height=round(300 * (1.25 if presenter else 1.0)), showlegend=False)
+        fig.update_layout(showlegend=False)
     accuracy_fig.update_yaxes(range=[0, 1.05])
     loss_fig.update_yaxes(rangemode="tozero")
     return loss_fig, accuracy_fig
@@ -140,7 +140,7 @@ def head_panels(result: TrainResult, inspection: Inspection, *, presenter: bool 
         )
         caption = (
             f"`attn_weights` of layer {layer} · shape (h, T, T) = {shape_text(weights.shape)} · "
-            "one held-out sequence · each row sums to 1"
+            f"{rows_and_columns('(h, T, T)')} · one held-out sequence · each row sums to 1"
         )
         if layer in marked:
             _mark_expected_keys(fig, inspection)

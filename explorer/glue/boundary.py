@@ -1,0 +1,120 @@
+"""The page boundary: every page's body runs inside ``run_page``, and shows its figures with ``show_figure``.
+
+Importing this module configures the process once (torch's threads, the allocator) and starts the idle watcher,
+before any session computes: every page imports it.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+
+import streamlit as st
+import torch
+
+from . import admission, idle, server_setup
+from . import settings as cfg
+from .url import apply_settings
+
+server_setup.configure_process()  # once per process, before any session computes
+idle.start_watcher()  # caches cleared after 5 minutes without a visitor
+
+
+def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
+    """A panel: its heading, the figure (PNG download named after it), and its caption.
+
+    ``bare``: the figure only (the teaching pages' presenter mode). ``stage``: the figure fills the height left on a
+    projector's first screen (presenter mode's main figure; see sidebar.PRESENTER_CSS), whatever its own height.
+    """
+    if not bare:
+        st.markdown(f"**{panel.title}**")
+    if stage:
+        with st.container(key=f"stage_{panel.key}"):
+            plot(st, panel.figure, key=f"chart_{panel.key}", height="stretch")
+    else:
+        plot(st, panel.figure, key=f"chart_{panel.key}")
+    if not bare:
+        st.caption(panel.caption)
+
+
+def plot(container, figure, *, key: str, height: int | str = "content") -> None:
+    """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG.
+
+    Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
+    grid colours) follows the page's light or dark theme; they set their text sizes themselves.
+    """
+    from ..views import figures
+
+    container.plotly_chart(
+        figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
+    )
+
+
+log = logging.getLogger("mha_explorer")
+
+
+def _control_flow_classes() -> tuple[type[BaseException], ...]:
+    """Streamlit's own control flow, by class: st.stop raises StopException; st.rerun and st.switch_page raise
+    RerunException. Both derive from ScriptControlException (a BaseException): they must pass through."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+    return (ScriptControlException,)
+
+
+def _is_streamlit_control_flow(error: BaseException) -> bool:
+    return isinstance(error, _control_flow_classes())
+
+
+def run_page(main: Callable[[], None]) -> None:
+    """Run a page's body; turn any exception into a short message that says what to change, and log it.
+
+    Everything but Streamlit's control flow is caught, Streamlit's own API errors included (a widget given
+    an impossible range). Out-of-memory gets its own advice; a session that ended mid-run stops quietly.
+    The user's settings stay in session state and the URL.
+    """
+    try:
+        main()
+    except BaseException as error:  # noqa: BLE001 - this is the page boundary
+        if _is_streamlit_control_flow(error) or not isinstance(error, Exception):
+            raise  # st.stop / st.rerun / st.switch_page, KeyboardInterrupt, SystemExit
+        if isinstance(error, admission.SessionEndedError):
+            log.info("stopped work for a session that ended: %s", error)
+            return
+        log.error("page failed: %s", "".join(traceback.format_exception(error)))
+        if isinstance(error, admission.ServerBusyError):
+            st.warning(f"{error} Try again in a minute; your settings are kept.", icon=":material/hourglass:")
+        elif isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
+            st.error(
+                "The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
+                "or choose the cpu device."
+            )
+            _offer_smaller_settings()
+        elif isinstance(error, ValueError):
+            st.error(f"These settings cannot run: {settings_quote(error)}. Change the setting it names.")
+        else:
+            st.error(
+                f"Something went wrong ({type(error).__name__}). Try smaller settings or reload the page; "
+                "the error was logged."
+            )
+
+
+def _offer_smaller_settings() -> None:
+    """One click to the nearest smaller setting: half the tokens, or the CPU when on a GPU."""
+    settings = st.session_state.get("settings")
+    if settings is None:
+        return
+    if settings.device != "cpu":
+        smaller = replace(settings, device="cpu", dtype="float32")
+        label = "Run on the cpu instead"
+    elif settings.num_tokens > 1:
+        smaller = replace(settings, num_tokens=max(1, settings.num_tokens // 2))
+        label = f"Try num_tokens = {smaller.num_tokens}"
+    else:
+        return
+    st.button(label, key="oom_smaller", on_click=apply_settings, args=(smaller,))
+
+
+def settings_quote(error: BaseException) -> str:
+    return cfg.quote(error, limit=300)

@@ -1,0 +1,144 @@
+"""The URL as state: the session's settings from the query string and back, a page's own parameters, notices.
+
+Canonical settings live in ``st.session_state["settings"]`` (a frozen ``Settings``), so they survive page switches,
+where Streamlit drops the state of widgets not on the page. Widgets are keyed ``w_<name>``; ``load_widgets`` writes
+the settings back into them after any correction.
+"""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from . import settings as cfg
+from .settings import FIELD_NAMES, Settings
+
+
+def _query_dict() -> dict[str, list[str]]:
+    return {key: st.query_params.get_all(key) for key in st.query_params.keys()}  # noqa: SIM118
+
+
+def current_settings() -> Settings:
+    """The session's settings: from the URL on first load (or when the URL changes), else as kept."""
+    state = st.session_state
+    url_settings = {k: v for k, v in _query_dict().items() if k in FIELD_NAMES}
+    last_written = state.get("_written_query")
+    if "settings" not in state:
+        state.settings, state.notices = cfg.parse_query(url_settings)
+        load_widgets(state.settings)
+    elif url_settings and last_written is not None and url_settings != {k: [v] for k, v in last_written.items()}:
+        state.settings, state.notices = cfg.parse_query(url_settings, base=state.settings)
+        load_widgets(state.settings)
+    return state.settings
+
+
+def sync_url(settings: Settings, **page_params: object) -> None:
+    """Mirror the settings (every field, shown on this page or not) and a page's own parameters into the URL."""
+    query = cfg.to_query(settings)
+    st.session_state["_written_query"] = dict(query)  # only the settings: pages add their own keys below
+    query.update({k: str(v) for k, v in page_params.items()})
+    if st.session_state.get("_presenter"):
+        query["presenter"] = "true"
+    if st.session_state.get("_width") == "fixed":
+        query["width"] = "fixed"
+    current = {k: v[-1] if v else "" for k, v in _query_dict().items()}
+    if current != query:
+        st.query_params.from_dict(query)
+
+
+def url_int(name: str, default: int, low: int, high: int) -> int:
+    """A page's own integer parameter from the URL, clamped, with a notice when it was bad (never raises)."""
+    raw = st.query_params.get(name)
+    if raw is None:
+        return default
+    value, message = cfg.parse_int(name, raw, default, low, high)
+    if message is not None:
+        notice(message)
+    return value
+
+
+def url_choice(name: str, default: str, choices: list[str] | tuple[str, ...]) -> str:
+    """A page's own choice parameter from the URL, replaced by the default when unknown."""
+    raw = st.query_params.get(name)
+    if raw is None:
+        return default
+    value, message = cfg.parse_choice(name, raw, default, choices)
+    if message is not None:
+        notice(message)
+    return value
+
+
+def width_mode() -> str:
+    """The heads' width mode, from ?width= once per session (strictly parsed), then kept in the session."""
+    state = st.session_state
+    if "_width" not in state:
+        raw = st.query_params.get("width")
+        mode, problem = (
+            ("per_head", None) if raw is None else cfg.parse_choice("width", raw, "per_head", cfg.WIDTH_MODES)
+        )
+        if problem:
+            notice(problem)
+        state._width = mode
+    return state._width
+
+
+# --- settings <-> widgets --------------------------------------------------------------------------------------------
+
+
+def widget_values(settings: Settings) -> dict[str, object]:
+    values = {name: getattr(settings, name) for name in FIELD_NAMES if name != "d_out"}
+    values["head_dim"] = settings.head_dim
+    return values
+
+
+def load_widgets(settings: Settings) -> None:
+    for name, value in widget_values(settings).items():
+        st.session_state[f"w_{name}"] = value
+    st.session_state["w_d_out"] = settings.d_out  # the fixed-width mode's widgets
+    st.session_state["w_heads_fixed"] = settings.num_heads
+
+
+def apply_settings(settings: Settings) -> None:
+    """Make ``settings`` (reconciled) the session's, with their notices, and show them in the widgets."""
+    state = st.session_state
+    state.settings, state.notices = cfg.reconcile(settings)
+    load_widgets(state.settings)
+
+
+# --- notices ---------------------------------------------------------------------------------------------------------
+
+# Words by which a settings notice names a field, beyond the field's own name (the notices are prose).
+_FIELD_WORDS = {
+    "input": ("input", "sentence", "book's embeddings"),
+    "text": ("sentence",),
+    "d_out": ("d_out", "head_dim"),
+}
+
+
+def notice_fields(message: str) -> set[str]:
+    """The settings fields a settings notice is about."""
+    found = set()
+    for name in FIELD_NAMES:
+        words = _FIELD_WORDS.get(name, (name,))
+        if any(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", message, flags=re.IGNORECASE) for word in words):
+            found.add(name)
+    return found
+
+
+def notice(message: str) -> None:
+    """Queue a page's own one-line notice for ``show_notices`` (deduplicated): a bad ?step=, a fitted budget."""
+    notices = st.session_state.setdefault("page_notices", [])
+    if message not in notices:
+        notices.append(message)
+
+
+def show_notices() -> None:
+    """Show and clear the queued notices that concern this page: its own, and the settings' notices about a field
+    it uses (``st.session_state["_page_fields"]``, set by the settings sidebar). Their user text is quoted."""
+    state = st.session_state
+    used = set(state.get("_page_fields", FIELD_NAMES))
+    settings_notices = [m for m in state.get("notices", []) if not notice_fields(m) or notice_fields(m) & used]
+    for message in settings_notices + state.get("page_notices", []):
+        st.warning(message, icon=":material/warning:")
+    state["notices"], state["page_notices"] = [], []

@@ -1,0 +1,97 @@
+"""Pure plotly figure builders: numpy arrays and labels in, ``go.Figure`` out.
+
+No streamlit and no torch here, so every builder can be tested on small arrays and used from a notebook.
+
+Axis letters: h heads, i query position (matrix rows), j key position (matrix columns).
+
+Conventions shared by every builder:
+
+* Matrices read like printed matrices: row 0 at the top, and numeric axes whose ticks carry the token
+  text (``tickvals``/``ticktext``). Categorical axes would merge duplicate tokens such as two "the".
+* One colour scale per figure, shared by every head, with one colour bar.
+* Masked scores (−∞) and NaN are not colours on the scale. They are drawn by overlay traces in fixed
+  colours (``MASKED_COLOR``, ``NAN_COLOR``) and named in the legend.
+* Heads, tokens and columns are numbered from 0, as in the tensors.
+* JSON size sets three regimes, by the number of cells h * i * j. Up to ``HOVER_TOKENS_LIMIT`` (8,192),
+  hover gives both tokens and the exact value; the token text costs about 20 bytes a cell, as plotly needs
+  it per cell and per head. Up to ``HOVER_EXACT_LIMIT`` (150,000), hover gives positions and the exact
+  value (float32, about 5.3 bytes a cell). Beyond it, heatmaps are downsampled for display and sent as
+  uint8 codes, so a 16 × 1024 × 1024 figure stays a few hundred KB of JSON.
+* ``presenter=True`` makes every font about 1.6× larger, for a projector.
+* ``fig.layout.meta["filename"]`` names the PNG that plotly's toolbar downloads. In Streamlit::
+
+      st.plotly_chart(fig, theme=None, config=png_config_for(fig))
+
+Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, with role one of
+"values", "masked", "nan" or "legend", so that tests and pages can find traces without relying on order.
+"""
+
+from __future__ import annotations
+
+from .diagrams import RESHAPE_STAGES, reshape_figure
+from .downsample import _block_reduce, _color_range, _colorbar_ticks, weights_top
+from .heatmap_layout import FULL_FIGURE_PX
+from .heatmap_layout import subplot_grid as _subplot_grid
+from .heatmaps import heads_heatmap, matrix_heatmap
+from .lines import bar_chart, line_chart
+from .style import (
+    _KINDS,
+    ALLOWED_COLOR,
+    BASE_FONT_SIZE,
+    DISPLAY_CELL_BUDGET,
+    GRID_COLOR,
+    HOVER_EXACT_LIMIT,
+    HOVER_TOKENS_LIMIT,
+    KINDS,
+    MASKED_COLOR,
+    MAX_PANEL_COLUMNS,
+    MAX_TICKS,
+    NAN_COLOR,
+    NARROW_FIGURE_PX,
+    PRESENTER_SCALE,
+    _escape,
+    _finish,
+    decode_array,
+    figure_nbytes,
+    head_colors,
+    png_config,
+    png_config_for,
+    to_figure,
+)
+
+__all__ = [
+    "ALLOWED_COLOR",
+    "BASE_FONT_SIZE",
+    "DISPLAY_CELL_BUDGET",
+    "HOVER_EXACT_LIMIT",
+    "HOVER_TOKENS_LIMIT",
+    "KINDS",
+    "MASKED_COLOR",
+    "MAX_PANEL_COLUMNS",
+    "MAX_TICKS",
+    "FULL_FIGURE_PX",
+    "GRID_COLOR",
+    "NAN_COLOR",
+    "NARROW_FIGURE_PX",
+    "PRESENTER_SCALE",
+    "RESHAPE_STAGES",
+    "_KINDS",
+    "_block_reduce",
+    "_color_range",
+    "_colorbar_ticks",
+    "_escape",
+    "_finish",
+    "_subplot_grid",
+    "bar_chart",
+    "decode_array",
+    "figure_nbytes",
+    "head_colors",
+    "heads_heatmap",
+    "line_chart",
+    "matrix_heatmap",
+    "png_config",
+    "png_config_for",
+    "reshape_figure",
+    "to_figure",
+    "weights_top",
+]

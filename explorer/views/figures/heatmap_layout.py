@@ -1,0 +1,130 @@
+"""How big a heatmap is drawn, and how many labels fit: sizes from the content, ticks thinned to the pixels.
+
+A matrix is sized by its cells (a 6 × 6 matrix is a small square, not a page-wide slab), and every label count
+comes from an estimate of the pixels it gets, so that tick labels never overlap or turn 45–90°, and numbers are
+printed in cells only when they fit. Widths are estimated for the place the figure is drawn: ``FULL_FIGURE_PX``
+for a page-wide figure, ``style.NARROW_FIGURE_PX`` for a half-width column (Step through's right column).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .style import PRESENTER_SCALE, _font, text_px
+
+FULL_FIGURE_PX = 900  # a page-wide figure on a 1280-px screen with the sidebar open
+CELL_MAX_PX = 46  # a cell is at most this big: enough for "-0.35" at the cell font
+PANEL_MAX_PX = 380  # a panel's longer side is at most this
+PANEL_MIN_PX = 110
+SQUARE_ASPECT = 4  # matrices at most this much wider than tall (or taller than wide) get square cells
+COLORBAR_PX = 110  # colour bar, its labels and the y tick labels beside the panels
+H_SPACE = 0.04  # between panel columns, as a fraction of the width
+DIGIT_WIDTH = 0.56  # a digit's width as a fraction of the font size
+
+
+@dataclass(frozen=True)
+class PanelSize:
+    """One panel's plot area in pixels, and its cells'."""
+
+    width: float  # an estimate when not square: the panel then stretches with the page
+    height: int
+    cell_width: float
+    cell_height: float
+    square: bool  # cells forced square (yaxis.scaleanchor), so the drawn width follows the height
+
+
+def side_px(presenter: bool, labels_px: float) -> float:
+    """What a row of panels needs beside the panels: row labels and title on the left, the colour bar right."""
+    return labels_px + COLORBAR_PX * (PRESENTER_SCALE if presenter else 1.0) + 30
+
+
+def panel_size(i: int, j: int, n_cols: int, presenter: bool, width_px: int, labels_px: float = 0.0) -> PanelSize:
+    """The size of one (i × j) panel in a row of n_cols, in a figure at most width_px wide (labels_px: row labels)."""
+    scale = PRESENTER_SCALE if presenter else 1.0
+    cell_max, panel_max = CELL_MAX_PX * scale, PANEL_MAX_PX * (1.25 if presenter else 1.0)
+    avail = (width_px - side_px(presenter, labels_px)) * (1 - H_SPACE * (n_cols - 1)) / n_cols  # a panel at most
+    square = max(i, j) <= SQUARE_ASPECT * min(i, j)
+    if square:
+        cell = min(cell_max, panel_max / max(i, j), avail / j)
+        height = max(60, round(i * cell))
+        return PanelSize(j * cell, height, cell, cell, True)
+    height = round(min(panel_max, max(PANEL_MIN_PX, i * cell_max)))
+    width = min(avail, j * cell_max)
+    return PanelSize(width, height, width / j, height / i, False)
+
+
+def tick_count(pixels: float, label_px: float) -> int:
+    """How many labels of label_px fit side by side in pixels, with a gap of a few pixels each."""
+    return max(1, math.floor(pixels / (label_px + 8)))
+
+
+def x_tick_count(size: PanelSize, labels: list[str], presenter: bool) -> int:
+    """Labels under a panel: as many as fit across it upright, so none overlaps or is rotated."""
+    widest = max((text_px(label, _font(presenter)) for label in labels), default=0.0)
+    return tick_count(size.width, widest)
+
+
+def y_tick_count(size: PanelSize, presenter: bool) -> int:
+    """Labels beside a panel: one per line height of the tick font."""
+    return tick_count(size.height, 1.2 * _font(presenter) - 8)
+
+
+def cell_text_fits(size: PanelSize, widest: str, presenter: bool) -> bool:
+    """Whether a value printed as ``widest`` (its longest text) fits inside one cell."""
+    font = _font(presenter, 0.85)
+    return size.cell_width >= len(widest) * DIGIT_WIDTH * font + 6 and size.cell_height >= 1.3 * font
+
+
+def subplot_grid(
+    n_rows: int, n_cols: int, titles: list[str] | None, title_px: int, v_space: float | None = None, left: bool = False
+) -> dict:
+    """The layout of an n_rows × n_cols grid of subplots, as ``plotly.subplots.make_subplots`` lays it out.
+
+    Spacing 0.04 between columns and v_space (default 0.25 / n_rows) between rows; subplot k (row-major from the
+    top left) owns axes ``xaxis{k+1}``/``yaxis{k+1}``; titles sit centred above their subplot (left: at its left
+    edge, for panels packed to the left of their place). Written out because
+    make_subplots validates every axis it creates (a test checks that the two agree).
+    """
+    h_space = H_SPACE if n_cols > 1 else 0
+    v_space = 0.25 / n_rows if v_space is None else v_space
+    width = (1 - h_space * (n_cols - 1)) / n_cols
+    height = (1 - v_space * (n_rows - 1)) / n_rows
+    layout: dict = {}
+    annotations = []
+    for k in range(n_rows * n_cols):
+        r, c = divmod(k, n_cols)
+        x0 = c * (width + h_space)
+        y1 = 1 - r * (height + v_space)
+        x_domain = [x0, min(x0 + width, 1.0)]
+        y_domain = [max(y1 - height, 0.0), y1]
+        suffix = "" if k == 0 else str(k + 1)
+        layout[f"xaxis{suffix}"] = {"anchor": f"y{suffix}", "domain": x_domain}
+        layout[f"yaxis{suffix}"] = {"anchor": f"x{suffix}", "domain": y_domain}
+        if titles is not None and k < len(titles):
+            annotations.append(
+                {
+                    "font": {"size": title_px},
+                    "showarrow": False,
+                    "text": titles[k],
+                    "x": x_domain[0] if left else (x_domain[0] + x_domain[1]) / 2,
+                    "xanchor": "left" if left else "center",
+                    "xref": "paper",
+                    "y": y_domain[1],
+                    "yanchor": "bottom",
+                    "yref": "paper",
+                }
+            )
+    if annotations:
+        layout["annotations"] = annotations
+    return layout
+
+
+def row_gap_px(presenter: bool, titled: bool) -> int:
+    """Pixels between panel rows: the upper row's tick labels, then the lower row's panel titles."""
+    return round(1.6 * _font(presenter)) + (round(1.6 * _font(presenter, 1.05)) if titled else 0) + 10
+
+
+def below_plot_px(presenter: bool) -> int:
+    """Pixels under the last row: its tick labels and the axis title."""
+    return round(1.6 * _font(presenter)) + round(1.5 * _font(presenter)) + 6

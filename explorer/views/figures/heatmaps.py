@@ -1,0 +1,352 @@
+"""Heatmaps: one panel per head sharing one colour scale (``heads_heatmap``), or one matrix (``matrix_heatmap``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .downsample import _color_range, _colorbar_ticks, clipped_above
+from .heatmap_layout import (
+    FULL_FIGURE_PX,
+    H_SPACE,
+    PanelSize,
+    below_plot_px,
+    cell_text_fits,
+    panel_size,
+    row_gap_px,
+    side_px,
+    subplot_grid,
+    x_tick_count,
+    y_tick_count,
+)
+from .heatmap_traces import _as_heads, _grid, _head_traces, _hover, _legend_swatch, _shown, _widest_value
+from .style import (
+    _CODE_MAX,
+    _KINDS,
+    HOVER_EXACT_LIMIT,
+    HOVER_TOKENS_LIMIT,
+    KINDS,
+    MASKED_COLOR,
+    MAX_TICKS,
+    NAN_COLOR,
+    _axis_ticks,
+    _escape,
+    _finish,
+    _font,
+    _labels,
+    _short,
+    _text_color_on,
+    head_colors,
+    text_px,
+)
+
+
+def _axes(layout: dict, h: int, n_rows: int, n_cols: int, ticks: tuple[dict, dict], titles: tuple[str, str], clip):
+    """Every panel's axes: upright thinned tick labels, row 0 at the top, titles on the outer panels only."""
+    axis = {"type": "linear", "showgrid": False, "zeroline": False, "ticks": "outside"}
+    for k in range(h):
+        r, c = divmod(k, n_cols)
+        suffix = "" if k == 0 else str(k + 1)
+        x_axis = layout[f"xaxis{suffix}"] | axis | ticks[0] | {"tickangle": 0} | clip[0]
+        if r == n_rows - 1 or k + n_cols >= h:
+            x_axis["title"] = {"text": titles[1]}
+        # row 0 at the top (autorange reversed), as in a printed matrix
+        y_axis = layout[f"yaxis{suffix}"] | axis | {"autorange": "reversed", "showticklabels": c == 0} | ticks[1]
+        y_axis |= clip[1]
+        if c == 0:  # standoff: room for the widest label even when the page's font is wider than plotly measured
+            y_axis["title"] = {"text": titles[0], "standoff": 12}
+        layout[f"xaxis{suffix}"], layout[f"yaxis{suffix}"] = x_axis, y_axis
+
+
+def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels: list[str], presenter: bool) -> None:
+    """Square cells: each panel's y scale follows its x scale, and the panel shrinks to the left of its place.
+
+    The figure's width is set to what the panels need (``layout.width``): a page that draws figures at their own
+    width ("content") gets a matrix as big as its cells, not a page-wide slab; one that stretches them still gets
+    square cells, packed to the left.
+    """
+    for k in range(h):
+        suffix = "" if k == 0 else str(k + 1)
+        layout[f"yaxis{suffix}"] |= {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"}
+        layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "left"}
+    panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
+    layout["width"] = round(panels_px + side_px(presenter, _labels_px(row_labels, presenter)))
+
+
+def _labels_px(row_labels: list[str], presenter: bool) -> float:
+    """The row labels' width and the rotated axis title's, left of the first panel."""
+    return max((text_px(label, _font(presenter)) for label in row_labels), default=0.0) + 2 * _font(presenter)
+
+
+COLORBAR_LEN = 0.75  # of the plot's height: the rest is for the masked/NaN legend below it
+
+
+def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, bar_ticks: int) -> dict:
+    """The one colour axis of a figure, with its bar's ends labelled (the top says "≥" when values go above).
+
+    bar_ticks: how many labels fit along the bar, one a line of text.
+    """
+    spec = _KINDS[kind]
+    colorbar: dict = {
+        "title": {"text": spec.value_name},
+        "thickness": 18,
+        "len": COLORBAR_LEN,
+        "y": 1,
+        "yanchor": "top",
+    }
+    if kind == "mask":
+        tickvals, ticktext = [0.25, 0.75], ["blocked", "may attend"]
+        colorbar["title"] = {"text": ""}
+    else:
+        tickvals, ticktext = _colorbar_ticks(lo, hi, clipped_top, bar_ticks)
+        if kind == "keep" and not exact:
+            colorbar["title"] = {"text": "fraction<br>kept"}
+    cmin, cmax = lo, hi
+    if not exact:  # the traces hold uint8 codes: the colour bar maps codes back to real values
+        tickvals = [(t - lo) / (hi - lo) * _CODE_MAX for t in tickvals]
+        cmin, cmax = 0, _CODE_MAX
+    colorbar |= {"tickmode": "array", "tickvals": tickvals, "ticktext": ticktext}
+    return {"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar}
+
+
+def _heatmap_figure(
+    matrices: np.ndarray,
+    row_labels: Sequence[object] | None,
+    col_labels: Sequence[object] | None,
+    *,
+    title: str,
+    kind: str,
+    panel_names: list[str] | None,
+    zmin: float | None,
+    zmax: float | None,
+    hover_exact_limit: int,
+    hover_tokens_limit: int,
+    presenter: bool,
+    row_title: str,
+    col_title: str,
+    width_px: int,
+    column_bands: tuple[int, Sequence[str] | None] | None = None,
+) -> go.Figure:
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    z = _as_heads(matrices)  # (h, i, j)
+    h, i, j = z.shape
+    rows, cols = _labels(row_labels, i, row_title), _labels(col_labels, j, col_title)
+    lo, hi = _color_range(z, _KINDS[kind], kind, zmin, zmax)
+    shown = _shown(z, kind, hover_exact_limit)
+    n_rows, n_cols = _grid(h)
+    short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
+    size = panel_size(i, j, n_cols, presenter, width_px, _labels_px(short_rows, presenter))
+    hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
+    look = {
+        "row_title": row_title,
+        "col_title": col_title,
+        "hover": hover,
+        "customdata": customdata,
+        "show_text": shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, _widest_value(z), presenter),
+        "text_font": {"size": _font(presenter, 0.85)},
+        "masked_label": "causally masked" if kind == "keep" else "masked (−∞)",
+    }
+    gap = row_gap_px(presenter, bool(panel_names))
+    plot_px = n_rows * size.height + (n_rows - 1) * gap
+    v_space = gap / plot_px if n_rows > 1 else None
+    layout = subplot_grid(
+        n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square and shown.exact
+    )
+    data = []
+    for k in range(h):
+        data += _head_traces(z, shown, k, lo, hi, panel_names[k] if panel_names else "", look)
+    x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
+    y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
+    ticks = (_axis_ticks(short_cols, x_ticks), _axis_ticks(short_rows, y_ticks))
+    _axes(layout, h, n_rows, n_cols, ticks, (row_title, col_title), (shown.clip_x, shown.clip_y))
+    if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
+        _square_cells(layout, h, n_cols, size, short_rows, presenter)
+    clipped_top = kind == "weights" and clipped_above(z, hi)
+    bar_ticks = min(7, int(COLORBAR_LEN * plot_px // (1.5 * _font(presenter))))
+    layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top, bar_ticks)
+    for role, label, color in (("masked", look["masked_label"], MASKED_COLOR), ("nan", "NaN", NAN_COLOR)):
+        if any((t.get("meta") or {}).get("role") == role for t in data):
+            data.append(_legend_swatch(label, color, presenter))
+    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
+    above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
+    if column_bands is not None:
+        above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
+    return _finish(
+        {"data": data, "layout": layout},
+        title,
+        presenter,
+        subtitle=shown.subtitle,
+        plot_px=plot_px,
+        below_px=below_plot_px(presenter),
+        above_plot_px=above_plot_px,
+    )
+
+
+def heads_heatmap(
+    matrices: np.ndarray,
+    row_labels: Sequence[object] | None,
+    col_labels: Sequence[object] | None,
+    *,
+    title: str,
+    kind: str,
+    head_names: Sequence[str] | None = None,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    hover_exact_limit: int = HOVER_EXACT_LIMIT,
+    hover_tokens_limit: int = HOVER_TOKENS_LIMIT,
+    presenter: bool = False,
+    row_title: str = "query",
+    col_title: str = "key",
+    width_px: int = FULL_FIGURE_PX,
+) -> go.Figure:
+    """One heatmap per head, side by side (four to a row), sharing one colour scale and one colour bar.
+
+    matrices: (h, i, j), one (query × key) matrix per head; rows are labelled by query tokens, columns by key
+    tokens. kind: "weights" (0..1, Blues), "scores" (RdBu, symmetric about 0), "values" (RdBu, symmetric)
+    or "mask" (True = may attend; two colours). zmin/zmax override the shared range, which otherwise comes
+    from the finite values of all heads (0..1 for weights). −∞ cells are drawn grey and NaN cells magenta.
+
+    Up to ``hover_tokens_limit`` cells in all, hover gives each cell's two tokens; up to ``hover_exact_limit``
+    it gives the value to 4 decimals (the trace's z is the input itself, −∞ and NaN set to NaN), and small
+    panels print their values in the cells. Beyond it, each head is downsampled (see ``_block_reduce``),
+    quantised to uint8, and no exact value is sent.
+    """
+    z = _as_heads(matrices)
+    names = list(head_names) if head_names is not None else [f"head {k}" for k in range(z.shape[0])]
+    if len(names) != z.shape[0]:
+        raise ValueError(f"{len(names)} head names for {z.shape[0]} heads")
+    return _heatmap_figure(
+        z,
+        row_labels,
+        col_labels,
+        title=title,
+        kind=kind,
+        panel_names=[_escape(n) for n in names],
+        zmin=zmin,
+        zmax=zmax,
+        hover_exact_limit=hover_exact_limit,
+        hover_tokens_limit=hover_tokens_limit,
+        presenter=presenter,
+        row_title=row_title,
+        col_title=col_title,
+        width_px=width_px,
+    )
+
+
+def matrix_heatmap(
+    matrix: np.ndarray,
+    row_labels: Sequence[object] | None,
+    col_labels: Sequence[object] | None,
+    *,
+    title: str,
+    kind: str = "values",
+    column_groups: int | None = None,
+    group_names: Sequence[str] | None = None,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    hover_exact_limit: int = HOVER_EXACT_LIMIT,
+    hover_tokens_limit: int = HOVER_TOKENS_LIMIT,
+    presenter: bool = False,
+    row_title: str = "token",
+    col_title: str = "feature",
+    width_px: int = FULL_FIGURE_PX,
+) -> go.Figure:
+    """One 2-D matrix (Q, a weight matrix, the output) with row 0 at the top and exact values on hover.
+
+    column_groups=h splits the columns into h equal blocks, one per head: each block gets a band in its
+    head's colour above the matrix, labelled with ``group_names`` (default "head 0", ...), and a dark line
+    separates neighbouring blocks. The bands are shapes named "head band k".
+    """
+    m = np.asarray(matrix)
+    if m.ndim != 2:
+        raise ValueError(f"expected an (i, j) matrix, got shape {m.shape}")
+    return _heatmap_figure(
+        m[None],
+        row_labels,
+        col_labels,
+        title=title,
+        kind=kind,
+        panel_names=None,
+        zmin=zmin,
+        zmax=zmax,
+        hover_exact_limit=hover_exact_limit,
+        hover_tokens_limit=hover_tokens_limit,
+        presenter=presenter,
+        row_title=row_title,
+        col_title=col_title,
+        width_px=width_px,
+        column_bands=(column_groups, group_names) if column_groups else None,
+    )
+
+
+def _band_columns(
+    layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, cell_px: float
+) -> int:
+    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs.
+
+    A band's label is "head k" when that fits its width (cell_px per column), else "k", else none: labels never
+    run into their neighbours'.
+    """
+    if n_cols % groups:
+        raise ValueError(f"{n_cols} columns do not split into {groups} equal head blocks")
+    names = list(names) if names is not None else [f"head {k}" for k in range(groups)]
+    if len(names) != groups:
+        raise ValueError(f"{len(names)} group names for {groups} column groups")
+    width = n_cols // groups
+    band_px = _font(presenter, 1.6)
+    label_font = _font(presenter, 0.85)
+    band_width_px = width * cell_px
+    shapes, annotations = layout.setdefault("shapes", []), layout.setdefault("annotations", [])
+    for k, color in enumerate(head_colors(groups)):
+        x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
+        shapes.append(
+            dict(
+                type="rect",
+                name=f"head band {k}",
+                xref="x",
+                yref="y domain",
+                x0=x0,
+                x1=x1,
+                ysizemode="pixel",
+                yanchor=1,
+                y0=3,
+                y1=3 + band_px,
+                fillcolor=color,
+                line={"width": 1, "color": "white"},
+            )
+        )
+        label = next(
+            (text for text in (_escape(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
+        )
+        if label is not None:
+            annotations.append(
+                dict(
+                    text=label,
+                    xref="x",
+                    yref="y domain",
+                    x=(x0 + x1) / 2,
+                    y=1,
+                    yanchor="bottom",
+                    yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
+                    showarrow=False,
+                    font={"size": label_font, "color": _text_color_on(color)},
+                )
+            )
+        if k:
+            shapes.append(
+                dict(
+                    type="line",
+                    name="head separator",
+                    xref="x",
+                    yref="y domain",
+                    x0=x0,
+                    x1=x0,
+                    y0=0,
+                    y1=1,
+                    line={"width": 2, "color": "#222"},
+                )
+            )
+    return band_px + 6

@@ -1,0 +1,360 @@
+"""The figures' presentation rules (issue 11): one colour rule per kind on every page, honest shrinking, sizes from
+the content, labels that fit, dark-mode-safe styling, wrapped titles, legends clear of titles, before-then-after.
+
+Geometry is checked from what a figure says about itself (its height, margins, domains, scale anchors) and text
+widths estimated at 0.55 em a character (digits 0.56 em): a label that would overlap fails here.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.glue.settings import Settings
+from explorer.views import (
+    attention_explorer,
+    heads_and_references,
+    knobs_that_teach,
+    masks_and_cross_attention,
+    step_through,
+    step_through_steps,
+)
+from explorer.views import figures as F
+from explorer.views.figures import heatmap_layout, style
+from mha_core import runs, teaching
+
+CHAR = 0.55  # em per character: tick labels and titles in the UI font
+DIGIT = 0.56
+
+
+def values_of(fig) -> list[np.ndarray]:
+    return [F.decode_array(t.z) for t in fig.data if t.meta and t.meta.get("role") == "values"]
+
+
+def plot_height(fig) -> float:
+    return fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+
+
+def panel_px(fig, suffix: str = "") -> tuple[float, float]:
+    """(width, height) in pixels of a square-celled panel, from its y domain and its data ranges."""
+    y_domain = fig.layout[f"yaxis{suffix}"].domain
+    height = (y_domain[1] - y_domain[0]) * plot_height(fig)
+    z = next(t for t in fig.data if t.meta and t.meta.get("role") == "values" and t.yaxis == f"y{suffix}").z
+    i, j = F.decode_array(z).shape
+    return height * j / i, height
+
+
+def run_at(**settings) -> attention_explorer.ExplorerRun:
+    s = Settings(**settings)
+    module = runs.build_module(s.module_spec())
+    x, labels = runs.build_input(s.input_spec())
+    return attention_explorer.run_explorer(module, x, labels, s)
+
+
+@pytest.fixture(scope="module")
+def run32():
+    return run_at(num_heads=4, d_in=16, d_out=16, num_tokens=32, context_length=32, input="random")
+
+
+def weights_figures(run) -> dict[str, object]:
+    """Every attention-weights heatmap the pages draw, from one run, by page and panel."""
+    module = runs.build_module(Settings(num_heads=4, d_in=16, d_out=16, context_length=32).module_spec())
+    x, labels = run.trace.steps["x"][:1], run.labels
+    shown = {}
+    explorer = attention_explorer.build_view(run, section="attention", batch_index=0, enlarge=1, presenter=False)
+    shown |= {f"explorer/{p.key}": p.figure for p in explorer.figures()}
+    softmax = [s.key for s in step_through_steps.STEPS].index("softmax") + 1
+    view = step_through.build_step_view(
+        run.trace, labels, softmax, batch_index=0, presenter=False, dropout_active=False
+    )
+    shown |= {f"step/{p.key}": p.figure for p in view.panels}
+    temperature = knobs_that_teach.build_temperature_view(
+        knobs_that_teach.run_temperature(module, x, 1.0), labels, presenter=False
+    )
+    shown |= {f"knobs/{p.key}": p.figure for p in temperature.panels}
+    heads = heads_and_references.build_heads_view(
+        heads_and_references.run_heads(module, x), labels, batch_index=0, presenter=False
+    )
+    shown |= {f"heads/{p.key}": p.figure for p in heads.panels}
+    return {k: f for k, f in shown.items() if f.layout.coloraxis.colorbar.title.text == "weight"}
+
+
+# --- 1. one colour rule per kind ----------------------------------------------------------------------------------
+
+
+def test_every_weights_heatmap_on_every_page_tops_out_at_the_99th_percentile(run32):
+    shown = weights_figures(run32)
+    pages = {key.split("/")[0] for key in shown}
+    assert pages == {"explorer", "step", "knobs", "heads"}, shown.keys()
+    pair = (shown.pop("heads/heads_separate"), shown.pop("heads/heads_batched"))
+    for key, fig in shown.items():
+        top = fig.layout.coloraxis.cmax
+        assert top == pytest.approx(F.weights_top(*values_of(fig)), rel=1e-6), key
+        assert fig.layout.coloraxis.cmin == 0, key
+        assert top < 0.5, f"{key}: a 1/T weight is {(1 / 32) / top:.0%} of the scale"  # on 0..1 it was 3%
+    both = [v for fig in pair for v in values_of(fig)]
+    assert pair[0].layout.coloraxis.cmax == pair[1].layout.coloraxis.cmax == pytest.approx(F.weights_top(*both))
+
+
+def test_the_colour_bar_shows_the_scales_top_and_says_when_values_go_above():
+    weights = (
+        np.random.default_rng(0).dirichlet(np.ones(40), size=(2, 40)).astype(np.float32)
+    )  # (2, 40, 40) rows summing to 1
+    fig = F.heads_heatmap(weights, None, None, title="w", kind="weights")
+    colorbar, top = fig.layout.coloraxis.colorbar, fig.layout.coloraxis.cmax
+    assert colorbar.tickvals[-1] == pytest.approx(top)
+    assert colorbar.ticktext[-1].startswith("≥ ") and float(colorbar.ticktext[-1][2:]) == pytest.approx(top, rel=5e-3)
+    assert weights.max() > top  # the "≥" is true
+
+
+def shown_fraction(fig) -> float:
+    """The mean colour of the unmasked shown cells, as a fraction of the scale (uint8 codes)."""
+    codes = np.concatenate([v.ravel() for v in values_of(fig)])
+    masked = np.concatenate([F.decode_array(t.z).ravel() for t in fig.data if t.meta and t.meta["role"] == "masked"])
+    return float(codes[masked == 0].mean() / 255)
+
+
+def test_a_shrunk_keep_mask_shows_the_fraction_kept_not_the_block_maximum():
+    rng = np.random.default_rng(1)
+    T, p = 512, 0.5
+    keep = (rng.random((2, T, T)) > p).astype(np.float32)
+    keep[:, ~np.tri(T, dtype=bool)] = -np.inf  # causally masked
+    fig = knobs_that_teach.keep_mask_figure(keep, [f"t{k}" for k in range(T)], False)
+    assert "fraction kept" in fig.layout.title.subtitle.text
+    kept = keep[np.isfinite(keep)].mean()
+    assert shown_fraction(fig) == pytest.approx(kept, abs=0.03)  # about 50%, as the page's metric says
+    by_max = F.heads_heatmap(keep, None, None, title="w", kind="weights", zmax=1.0)
+    assert shown_fraction(by_max) > 0.9  # what the block maximum showed: nearly all kept
+
+
+def test_an_all_zero_difference_has_a_plain_colour_bar():
+    module = runs.build_module(Settings().module_spec())
+    x, labels = runs.build_input(Settings().input_spec())
+    view = heads_and_references.build_heads_view(
+        heads_and_references.run_heads(module, x), labels, batch_index=0, presenter=False
+    )
+    fig = next(p.figure for p in view.panels if p.key == "heads_difference")
+    colorbar = fig.layout.coloraxis.colorbar
+    assert colorbar.tickmode == "array" and "0" in colorbar.ticktext
+    for text in colorbar.ticktext:
+        assert not re.search(r"[a-zµ]$", text), text  # no SI prefix such as "100n"
+        float(text)
+    zero = F.heads_heatmap(np.zeros((2, 4, 4)), None, None, title="d", kind="difference")
+    assert list(zero.layout.coloraxis.colorbar.ticktext)[0] == "-0.5" and zero.layout.coloraxis.cmax == 0.5
+    tiny = F.heads_heatmap(np.full((1, 3, 3), 3e-8), None, None, title="d", kind="difference")
+    assert all(not re.search(r"[a-zµ]$", t) for t in tiny.layout.coloraxis.colorbar.ticktext)
+
+
+# --- 2. sizes from the content, labels that fit -------------------------------------------------------------------
+
+
+def test_a_six_by_six_matrix_is_a_small_square():
+    rng = np.random.default_rng(2)
+    fig = F.heads_heatmap(rng.random((2, 6, 6)), list("abcdef"), list("abcdef"), title="w", kind="weights")
+    assert fig.layout.height < 450 and fig.layout.width < 800
+    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis2.scaleanchor == "x2"
+    width, height = panel_px(fig)
+    assert width <= 6 * heatmap_layout.CELL_MAX_PX + 1 and height <= 6 * heatmap_layout.CELL_MAX_PX + 1
+    q = F.matrix_heatmap(rng.normal(size=(6, 2)), list("abcdef"), None, title="q")
+    assert q.layout.height < 400
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+@pytest.mark.parametrize("width_px", [F.NARROW_FIGURE_PX, F.FULL_FIGURE_PX])
+@pytest.mark.parametrize("heads", [1, 2, 8, 16])
+@pytest.mark.parametrize("tokens", [2, 6, 16, 64, 300])
+def test_tick_labels_fit_their_panel_upright(tokens, heads, width_px, presenter):
+    labels = ["journey", "with", "<|endoftext|>", "step"] * (tokens // 4) + ["x"] * (tokens % 4)
+    z = np.random.default_rng(3).random((heads, tokens, tokens)).astype(np.float32)
+    fig = F.heads_heatmap(z, labels, labels, title="w", kind="weights", presenter=presenter, width_px=width_px)
+    font = fig.layout.xaxis.tickfont.size
+    width, height = panel_px(fig)
+    if fig.layout.yaxis.scaleanchor:  # square cells: drawn at its own width it fits the place it was sized for
+        assert fig.layout.width <= width_px
+    else:  # shrunk bricks: no scale anchor, which would cut the rows that autorange keeps (seen at 1024 tokens)
+        assert fig.layout.width is None and fig.layout.yaxis.autorangeoptions.maxallowed == tokens - 0.5
+    bar = fig.layout.coloraxis.colorbar  # colour-bar labels, one line of text each, along the bar
+    assert len(bar.ticktext) * 1.2 * bar.tickfont.size <= max(bar.len * plot_height(fig), 2.4 * bar.tickfont.size)
+    for name in ("xaxis", "yaxis"):
+        axis = fig.layout[name]
+        assert len(axis.tickvals) <= F.MAX_TICKS
+        widest = max(len(re.sub("&[a-z]+;", "x", t)) for t in axis.ticktext) * CHAR * font
+        if name == "xaxis":
+            assert axis.tickangle == 0
+            assert len(axis.tickvals) * (widest + 4) <= max(width, widest + 4), (len(axis.tickvals), widest, width)
+        else:
+            assert len(axis.tickvals) * 1.1 * font <= max(height, 1.1 * font)
+
+
+def test_rows_of_panels_leave_room_for_the_tick_labels_and_titles_between_them():
+    fig = F.heads_heatmap(np.random.default_rng(4).random((8, 64, 64)), None, None, title="w", kind="weights")
+    top_row, next_row = fig.layout.yaxis.domain, fig.layout.yaxis5.domain
+    gap_px = (top_row[0] - next_row[1]) * plot_height(fig)
+    font = fig.layout.xaxis.tickfont.size
+    assert gap_px >= 1.2 * font + 1.2 * fig.layout.annotations[4].font.size  # tick labels above, head title below
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+@pytest.mark.parametrize("width_px", [F.NARROW_FIGURE_PX, F.FULL_FIGURE_PX])
+@pytest.mark.parametrize("stage", F.RESHAPE_STAGES)
+@pytest.mark.parametrize("shape", [(6, 2, 1), (6, 4, 4), (64, 8, 8), (1024, 16, 64)])
+def test_view_diagram_numbers_fit_their_cells_and_the_diagram_its_place(shape, stage, width_px, presenter):
+    T, h, hd = shape
+    values = np.random.default_rng(5).normal(size=(T, h * hd)) * 10  # "19.60", "-13.42"
+    fig = F.reshape_figure(
+        T, h, hd, token_labels=None, stage=stage, values=values, presenter=presenter, width_px=width_px
+    )
+    cells = fig.data[0]
+    rows, cols = np.asarray(cells.z).shape
+    cell_h = plot_height(fig) / rows
+    cell_w = cell_h / fig.layout.yaxis.scaleratio
+    texts = [str(t) for t in np.asarray(cells.text).ravel() if t]
+    widest = max(len(t) for t in texts) * DIGIT * cells.textfont.size
+    assert widest + 4 <= cell_w, (widest, cell_w)
+    assert cols * cell_w <= width_px - 100
+    for note in fig.layout.annotations:  # "head k" labels inside their coloured header
+        assert len(note.text) * CHAR * note.font.size <= cell_w * cols
+
+
+def test_head_band_labels_never_run_into_each_other():
+    for width_px in (F.NARROW_FIGURE_PX, F.FULL_FIGURE_PX):
+        fig = F.matrix_heatmap(np.zeros((6, 64)), None, None, title="q", column_groups=16, width_px=width_px)
+        size = heatmap_layout.panel_size(6, 64, 1, False, width_px)
+        for note in fig.layout.annotations:
+            assert len(note.text) * CHAR * note.font.size <= 4 * size.cell_width
+
+
+def test_cell_values_are_printed_only_when_they_fit():
+    rng = np.random.default_rng(6)
+    scores = rng.normal(size=(2, 6, 6)).astype(np.float32)
+    wide = F.heads_heatmap(scores, None, None, title="s", kind="scores")
+    narrow = F.heads_heatmap(scores, None, None, title="s", kind="scores", width_px=300)
+    assert values_of(wide) and wide.data[0].texttemplate == "%{z:.2f}"
+    width, _ = panel_px(wide)
+    assert len("-0.00") * DIGIT * wide.data[0].textfont.size < width / 6
+    assert narrow.data[0].texttemplate is None
+
+
+# --- 3. light and dark pages, colour-blind-safe scales -------------------------------------------------------------
+
+
+def every_figure(run):
+    view = attention_explorer.build_view(run, section="reshapes", batch_index=0, enlarge=0, presenter=True)
+    yield from (p.figure for p in view.figures())
+    yield from weights_figures(run).values()
+    yield F.line_chart([1, 2], {"a": [1, 2]}, title="l", x_title="x", y_title="y")
+    yield F.bar_chart(["a"], [1.0], title="b", y_title="y")
+
+
+def test_no_figure_paints_a_background_or_fixes_the_text_colour(run32):
+    for fig in every_figure(run32):
+        for colour in (fig.layout.paper_bgcolor, fig.layout.plot_bgcolor):
+            assert colour in (None, style.TRANSPARENT), (fig.layout.title.text, colour)
+        assert fig.layout.font.color is None and fig.layout.title.font.color is None
+
+
+def test_magnitudes_use_viridis_and_signed_values_a_diverging_scale():
+    import plotly.colors as pcolors
+
+    assert [c for _, c in F._KINDS["weights"].colorscale] == pcolors.sequential.Viridis
+    assert [c for _, c in F._KINDS["keep"].colorscale] == pcolors.sequential.Viridis
+    for kind in ("scores", "values", "difference"):
+        assert F._KINDS[kind].diverging and [c for _, c in F._KINDS[kind].colorscale] == pcolors.diverging.RdBu[::-1]
+
+
+# --- 4. line charts, before and after, the final output --------------------------------------------------------
+
+
+def test_line_chart_legend_sits_beside_the_plot_and_every_series_looks_different():
+    series = {"uniform": [1.0] * 5} | {f"head {k}": list(np.linspace(0, 1, 5) + k) for k in range(16)}
+    fig = F.line_chart(list(range(5)), series, title="t", x_title="x", y_title="y", references=("uniform",))
+    assert fig.layout.legend.x >= 1 and fig.layout.legend.xanchor == "left"  # right of the plot, clear of the title
+    looks = [(t.line.color, t.line.dash, t.marker.symbol) for t in fig.data]
+    assert len(set(looks)) == len(looks)
+    assert fig.data[0].line.color == "rgb(136, 136, 136)" and fig.data[0].line.dash == "dot"
+    heads = F.head_colors(16)
+    assert [t.line.color for t in fig.data[1:11]] == heads[:10]  # "head k" is head k's colour, as in the heatmaps
+    two = F.line_chart([1, 2], {"traced": [1, 2], "Listing 3.5": [1, 2]}, title="t", x_title="x", y_title="y")
+    traced, book = two.data
+    assert book.line.dash != "solid" and book.line.width < traced.line.width  # drawn over it, but shows through
+    assert traced.line.color not in heads[:9] and book.line.color not in heads[:9]
+
+
+@pytest.mark.parametrize(
+    "title", ["Head scores: mean weight on the previous token", "Training loss (cross-entropy, training batch)"]
+)
+def test_long_titles_wrap_in_presenter_mode_and_get_room(title):
+    fig = F.line_chart([1, 2], {"a": [1, 2]}, title=title, x_title="x", y_title="y", presenter=True)
+    lines = fig.layout.title.text.split("<br>")
+    assert " ".join(lines) == title and len(lines) >= 2
+    assert all(len(line) <= style.TITLE_CHARS_PRESENTER for line in lines)
+    assert fig.layout.margin.t >= len(lines) * fig.layout.title.font.size
+    assert fig.layout.title.pad.t >= 10 + (len(lines) - 1) / 2 * fig.layout.title.font.size  # plotly centres lines
+
+
+def test_presenter_mode_grows_tick_labels_and_colour_bar_text():
+    z = np.random.default_rng(7).random((2, 6, 6))
+    normal = F.heads_heatmap(z, None, None, title="w", kind="weights")
+    big = F.heads_heatmap(z, None, None, title="w", kind="weights", presenter=True)
+    for path in ("xaxis.tickfont.size", "yaxis.title.font.size", "coloraxis.colorbar.tickfont.size"):
+        sizes = [functools.reduce(getattr, path.split("."), fig.layout) for fig in (normal, big)]
+        assert sizes[1] / sizes[0] == pytest.approx(F.PRESENTER_SCALE, rel=0.05), path
+
+
+def test_before_comes_before_after_and_presenter_mode_shows_the_result(run32):
+    keys = [s.key for s in step_through_steps.STEPS]
+    order = {
+        "view": ["step_queries_flat", "step_queries_split_view"],
+        "softmax": ["step_scaled_scores", "step_attn_weights"],
+        "mask": ["step_mask", "step_masked_scores"],
+        "out_proj": ["step_context", "step_output"],
+    }
+    for step, expected in order.items():
+        view = step_through.build_step_view(
+            run32.trace, run32.labels, keys.index(step) + 1, batch_index=0, presenter=False, dropout_active=False
+        )
+        assert [p.key for p in view.panels][: len(expected)] == expected
+        assert view.main.key == expected[-1]
+    module = runs.build_module(Settings(dropout=0.5).module_spec())
+    x, labels = runs.build_input(Settings().input_spec())
+    dropout = knobs_that_teach.build_dropout_view(
+        knobs_that_teach.run_dropout(module, x, 0.5, seed=1), labels, presenter=False
+    )
+    assert [p.key for p in dropout.panels] == ["dropout_before", "dropout_keep", "dropout_after", "dropout_row_sums"]
+    assert dropout.panels[dropout.main_index].key == "dropout_after"
+
+
+def test_a_large_output_is_a_heatmap_under_final_output():
+    run = run_at(num_heads=4, d_in=8, d_out=64, num_tokens=32, context_length=32, input="random")  # 32 × 64 > 1024
+    view = attention_explorer.build_view(run, section="attention", batch_index=1, enlarge=None, presenter=False)
+    assert view.output is None and view.output_panel is not None
+    (shown,) = values_of(view.output_panel.figure)
+    np.testing.assert_array_equal(shown, run.trace.numpy("output")[1])
+    small = attention_explorer.build_view(run_at(), section="attention", batch_index=0, enlarge=None, presenter=False)
+    assert small.output is not None and small.output_panel is None
+
+
+def test_captions_of_query_key_matrices_say_what_rows_and_columns_are(run32):
+    view = attention_explorer.build_view(run32, section="attention", batch_index=0, enlarge=None, presenter=False)
+    square = [p for p in view.panels if "T, T)" in p.caption]
+    assert len(square) >= 3
+    for panel in square:
+        assert "rows: queries (the token that reads), columns: keys (the tokens it reads)" in panel.caption
+    query, source, q_labels, k_labels = teaching.cross_inputs(1, 3, 4, 8, seed=0)
+    cross = teaching.run_cross(
+        8, 2, bias=False, seed=0, device="cpu", dtype="float32", query=query, source=source, mask=None
+    )
+    masks = masks_and_cross_attention.build_masks_view(
+        cross,
+        torch.ones(1, 3, 4, dtype=torch.bool),
+        q_labels,
+        k_labels,
+        batch_index=0,
+        implementation="explicit",
+        presenter=False,
+    )
+    assert all("rows: queries" in p.caption for p in masks.panels if p.key in ("mask", "weights"))
