@@ -6,6 +6,7 @@ random visit: the explorer at its defaults or a medium setting with a fresh seed
 512 tokens), a hostile ``?trained=`` link with a fresh seed (clamped to the page's offer, trained through the
 admission gate), or a tab closed in the middle of a large run. Then every client closes, and RSS is read
 after ``--settle-seconds``. Prints one JSON line: start, peak and settled RSS in MB, visits, errors; with
+``--warm``, RSS also after one visit of each kind (the first use of a page imports what it needs once); with
 ``--report-every``, a line on stderr that often (elapsed s, RSS now, peak so far, visits, errors), so that an
 hour-long run shows whether RSS creeps while the class goes on.
 
@@ -71,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["default", "medium", "large", "trained", "hang_up"],
         help="only these kinds of visit (to find which one leaves memory behind)",
     )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="after the first visit, one visit of each kind before the soak, and RSS then (warm_start_mb): what "
+        "the first use of each page imports and keeps (pandas, the training code) apart from what use leaves behind",
+    )
     parser.add_argument("--server-log", type=Path, default=None, help="the server's log (default: load_test's)")
     parser.add_argument("--report-every", type=float, default=None, help="seconds between progress lines on stderr")
     parser.add_argument(
@@ -90,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
             assert first.run(keep_charts=()).ok
         time.sleep(5)
         start_mb = server.rss_mb()
+        warm_mb = None
+        if args.warm:
+            for kind in dict.fromkeys(kinds):
+                error = visit(server.port, kind)
+                assert error is None, error
+            time.sleep(5)
+            warm_mb = server.rss_mb()
         sampler = RssSampler(server.pid).__enter__()
         deadline = time.monotonic() + args.seconds
 
@@ -129,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 "idle_clear_seconds": args.idle_clear_seconds or "production (explorer.idle)",
                 "kinds": kinds,
                 "start_mb": round(start_mb),
+                "warm_start_mb": None if warm_mb is None else round(warm_mb),
                 "peak_mb": round(peak_mb),
                 "closed_mb": round(closed_mb),
                 "settled_mb": round(settled_mb),
