@@ -11,7 +11,8 @@ from explorer.views.step_through_steps import STEP_COUNT, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
-# Constants, nothing from the user. The listing wraps its long lines instead of being cut, at a readable size.
+# Constants, nothing from the user. The listing wraps its long lines instead of being cut, at a readable size, each
+# under its own indentation (boundary.hanging_indent_css).
 LISTING_CSS = """<style>
   .st-key-step_listing pre code { font-size: 0.9rem; }
   .st-key-step_listing pre { overflow-x: auto; }
@@ -61,6 +62,7 @@ def presenter_step(view) -> None:
         st.code(shape_text(view), language=None, wrap_lines=True)
         with st.container(key="step_code"):
             st.html(PRESENTER_CODE_CSS)
+            st.html(boundary.hanging_indent_css("step_code", view.code, line_numbers=False))
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
@@ -74,13 +76,16 @@ def classroom_step(view) -> None:
     listing_col, step_col = st.columns([4, 7], gap="medium")
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)
+        st.html(boundary.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))
         st.caption(f"Listing 3.5 · this step is {lines}, in colour")
         st.code(view.listing, language="diff", line_numbers=True, wrap_lines=True)
     with step_col:
         st.header(f"Step {view.number} of {view.count}: {view.title}")
         st.markdown(f"**Shape:** `{shape_text(view)}`")
         st.markdown(f"**Listing 3.5, {lines}:**")
-        st.code(view.code, language="python", wrap_lines=True)
+        with st.container(key="step_code"):
+            st.html(boundary.hanging_indent_css("step_code", view.code, line_numbers=False))
+            st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
         for panel in view.panels:
