@@ -16,6 +16,7 @@ st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", p
 LISTING_CSS = """<style>
   .st-key-step_listing pre code { font-size: 0.9rem; }
   .st-key-step_listing pre { overflow-x: auto; }
+  .st-key-step_listing .linenumber { align-self: flex-start !important; line-height: 1.92; }
 </style>"""
 PRESENTER_CODE_CSS = "<style>.st-key-step_code pre code { font-size: 1.05rem; }</style>"
 
@@ -27,7 +28,7 @@ def _move(delta: int) -> None:
 
 def step_buttons(view, presenter: bool) -> None:
     """Previous, the step slider and Next; Page Up / Page Down (a presentation clicker) press the buttons."""
-    previous_col, slider_col, next_col = st.columns([4, 3, 4] if presenter else [2, 7, 2], vertical_alignment="bottom")
+    previous_col, slider_col, next_col = st.columns([4, 3, 4] if presenter else [3, 5, 3], vertical_alignment="bottom")
     previous_col.button(
         "◀ Previous",
         key="step_previous",
@@ -73,7 +74,7 @@ def presenter_step(view) -> None:
 def classroom_step(view) -> None:
     """The whole listing (this step in colour) beside the step: its shape, its lines, its figures."""
     lines = line_ranges(view.lines)
-    listing_col, step_col = st.columns([4, 7], gap="medium")
+    listing_col, step_col = st.columns([5, 6], gap="medium")  # about 42 characters a line beside an open sidebar
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)
         st.html(boundary.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))

@@ -84,12 +84,14 @@ def formatted_cells(data, formats: dict[str, str]):
     return data.apply(lambda series: series.map(lambda v: cell(series.name, v)))  # a DataFrame, same index
 
 
-HANGING = 4  # a wrapped line continues this many characters right of where its own text starts
+HANGING = 4  # a wrapped line continues this many characters right of where its own text starts,
+MOST_HANGING = 12  # but never further right than this: in a narrow column deep lines keep room for their words
 
 
 def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int = 0) -> str:
     """CSS for st.code(..., wrap_lines=True) inside the container ``key``: each line's continuation starts under its
-    own indentation plus HANGING, so wrapped Python keeps its shape (pre-wrap alone restarts it at column 0).
+    own indentation plus HANGING (at most MOST_HANGING), so wrapped Python keeps its shape (pre-wrap alone restarts it
+    at column 0); a word longer than the column breaks rather than running past its edge.
 
     ``marker``: characters before the indentation (1 for a diff's +/- column). One rule per line, by position: the
     code is the book's listing, a constant.
@@ -98,12 +100,12 @@ def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int =
     rules = [
         f".st-key-{key} code > span"
         + (" > span:last-child" if line_numbers else "")
-        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; }}"
+        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: anywhere; }}"
     ]
     for number, text in enumerate(code.splitlines(), start=1):
         indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))
         if indent and text.strip():
-            width = indent + HANGING
+            width = min(indent + HANGING, MOST_HANGING)
             rules.append(f"{line.format(number)} {{ padding-left: {width}ch; text-indent: -{width}ch; }}")
     return "<style>" + "\n".join(rules) + "</style>"
 
