@@ -42,6 +42,8 @@ def main() -> None:
             draw_output(view, settings, batch_index, compact=True)
         with stage_column:
             boundary.show_figure(staged, bare=True, stage=True)
+        if view.output_panel is not None:  # a large output's heatmap, full width under the first screen
+            boundary.show_figure(view.output_panel)
     if view.enlarged is not None:
         boundary.show_figure(view.enlarged)
 
@@ -84,21 +86,25 @@ def stage_panel(view):
 
 
 def draw_output(view, settings, batch_index: int, *, compact: bool = False) -> None:
-    """The output as torch prints it, and whether it is the book's (``compact``: one short line, for a narrow
-    column beside presenter mode's figure)."""
+    """The output as torch prints it, and whether it is the book's (``compact``: for a narrow column beside presenter
+    mode's figure: the book check in one short line, a large output's heatmap left to the caller)."""
     st.subheader("Final output")
     if view.output is not None:
         if len(view.labels) <= 8:
-            st.code(view.output_text, language=None)
+            st.code(view.output_text, language=None, wrap_lines=compact)
         else:
             with st.expander(f"All {len(view.labels)} rows of the output, as torch prints them"):
-                st.code(view.output_text, language=None)
+                st.code(view.output_text, language=None, wrap_lines=compact)
         st.caption(
             f"`output[{batch_index}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
             f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"
         )
-    if view.output_panel is not None:
+    if view.output_panel is not None and not compact:
         boundary.show_figure(view.output_panel)
+    elif view.output_panel is not None:
+        st.caption(
+            f"`output[{batch_index}]`, {len(view.labels)} × {settings.d_out} values: the heatmap under the weights."
+        )
     if settings.is_book_example():
         book_rows = (
             f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … "
