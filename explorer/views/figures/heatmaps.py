@@ -14,6 +14,7 @@ from .heatmap_layout import (
     PanelSize,
     below_plot_px,
     cell_text_fits,
+    clear_of_next_panel,
     panel_size,
     row_gap_px,
     side_px,
@@ -134,7 +135,8 @@ def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels
     short_rows, short_cols = labels
     x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
     y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
-    ticks = (_axis_ticks(short_cols, x_ticks), _axis_ticks(short_rows, y_ticks))
+    x_axis_ticks = clear_of_next_panel(_axis_ticks(short_cols, x_ticks), n_cols, size, presenter)
+    ticks = (x_axis_ticks, _axis_ticks(short_rows, y_ticks))
     _axes(layout, h, n_rows, n_cols, ticks, titles, (shown.clip_x, shown.clip_y))
     if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
         _square_cells(layout, h, n_cols, size, short_rows, presenter)
