@@ -72,21 +72,8 @@ def main() -> None:
         )
     # Presenter mode: the formula and the button in a narrow column, the memory figure filling the first screen.
     side, stage = st.columns([1.4, 3.6], gap="medium") if presenter else (st.container(), None)
-    formula = cost.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens)
     with side:
-        if not presenter:
-            st.markdown(formula)
-        measure = st.button("Measure", type="primary", key="cost_measure")
-        if presenter:  # the button first, the long formula folded under it
-            with st.expander("The formula: b·h·T²·bytes"):
-                st.markdown(formula)
-        if measure:
-            bar = st.progress(0.0, text="Waiting for the CPU…")
-            try:
-                state.cost_report = measuring.measure_cost(spec, bar.progress)
-            except TimeoutError as error:
-                st.warning(f"{error}.", icon="⏳")
-            bar.empty()
+        formula_and_measure(spec, settings, tokens, presenter)
 
     report = state.get("cost_report")
     if report is None:
@@ -94,6 +81,24 @@ def main() -> None:
     else:
         show_report(report, spec, presenter, side, stage)
     url.sync_url(settings, max_tokens=chosen)
+
+
+def formula_and_measure(spec: cost.CostSpec, settings, tokens: list[int], presenter: bool) -> None:
+    """The formula b·h·T²·bytes and the Measure button (presenter mode: the button first, the formula folded)."""
+    formula = cost.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens)
+    if not presenter:
+        st.markdown(formula)
+    measure = st.button("Measure", type="primary", key="cost_measure")
+    if presenter:
+        with st.expander("The formula: b·h·T²·bytes"):
+            st.markdown(formula)
+    if measure:
+        bar = st.progress(0.0, text="Waiting for the CPU…")
+        try:
+            st.session_state.cost_report = measuring.measure_cost(spec, bar.progress)
+        except TimeoutError as error:
+            st.warning(f"{error}.", icon="⏳")
+        bar.empty()
 
 
 def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool, side, stage) -> None:
