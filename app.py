@@ -19,22 +19,37 @@ def main() -> None:
     enlarge = None if enlarge_choice == "none" else int(enlarge_choice)
 
     st.title("Multi-Head Attention Explorer")
-    st.markdown(
-        "The causal `MultiHeadAttention` of *Build a Large Language Model (From Scratch)*, Listing 3.5, "
-        f"running on **{settings.device}** in **{settings.dtype}**: {settings.num_heads} heads × head_dim "
-        f"{settings.head_dim} = d_out {settings.d_out}, {settings.num_tokens} tokens, batch {settings.batch_size}."
+    shape = (
+        f"{settings.num_heads} heads × head_dim {settings.head_dim} = d_out {settings.d_out}, "
+        f"{settings.num_tokens} tokens, batch {settings.batch_size}"
     )
+    if not presenter:
+        st.markdown(
+            "The causal `MultiHeadAttention` of *Build a Large Language Model (From Scratch)*, Listing 3.5, "
+            f"running on **{settings.device}** in **{settings.dtype}**: {shape}."
+        )
     section = sidebar.section_choice("section", SECTIONS, default="attention")
     url.show_notices()  # after every URL value is read, so a bad one's notice shows now
 
     view = caches.cached_view(settings, section, batch_index, enlarge, presenter)
-    draw_output(view, settings, batch_index)
+    staged = stage_panel(view) if presenter and section == "attention" else None
+    if staged is None:
+        draw_output(view, settings, batch_index)
+    else:  # presenter mode: the attention weights fill the first screen beside the output and the book check
+        output_column, stage_column = st.columns([2, 3], gap="medium")  # the printed rows fit at 1280 px
+        with output_column:
+            st.caption(f"Listing 3.5 on {settings.device}, {settings.dtype}: {shape}.")
+            draw_output(view, settings, batch_index, compact=True)
+        with stage_column:
+            boundary.show_figure(staged, bare=True, stage=True)
+        if view.output_panel is not None:  # a large output's heatmap, full width under the first screen
+            boundary.show_figure(view.output_panel)
     if view.enlarged is not None:
         boundary.show_figure(view.enlarged)
 
     attention_tab, reshape_tab, download_tab = sidebar.section_tabs("section", SECTIONS, section)
     with attention_tab:  # only the open section is drawn and sent
-        draw_attention(view.panels if section == "attention" else [])
+        draw_attention([panel for panel in view.panels if panel is not staged] if section == "attention" else [])
     with reshape_tab:
         for panel in view.panels if section == "reshapes" else []:
             boundary.show_figure(panel)
@@ -65,28 +80,42 @@ def view_controls(settings) -> tuple[int, str]:
     return int(batch_index), enlarge_choice
 
 
-def draw_output(view, settings, batch_index: int) -> None:
-    """The output as torch prints it, and whether it is the book's."""
+def stage_panel(view):
+    """The figure presenter mode puts on the first screen: the attention weights."""
+    return next((panel for panel in view.panels if panel.key == "attn_weights"), None)
+
+
+def draw_output(view, settings, batch_index: int, *, compact: bool = False) -> None:
+    """The output as torch prints it, and whether it is the book's (``compact``: for a narrow column beside presenter
+    mode's figure: the book check in one short line, a large output's heatmap left to the caller)."""
     st.subheader("Final output")
     if view.output is not None:
         if len(view.labels) <= 8:
-            st.code(view.output_text, language=None)
+            st.code(view.output_text, language=None, wrap_lines=compact)
         else:
             with st.expander(f"All {len(view.labels)} rows of the output, as torch prints them"):
-                st.code(view.output_text, language=None)
+                st.code(view.output_text, language=None, wrap_lines=compact)
         st.caption(
             f"`output[{batch_index}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
             f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"
         )
-    if view.output_panel is not None:
+    if view.output_panel is not None and not compact:
         boundary.show_figure(view.output_panel)
+    elif view.output_panel is not None:
+        st.caption(
+            f"`output[{batch_index}]`, {len(view.labels)} × {settings.d_out} values: the heatmap under the weights."
+        )
     if settings.is_book_example():
         book_rows = (
             f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … "
             f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
         )
         if view.matches_book:
-            st.success(f"✓ This matches the book's printed output exactly: {book_rows}")
+            st.success(
+                "✓ The book's printed output, exactly"
+                if compact
+                else f"✓ This matches the book's printed output exactly: {book_rows}"
+            )
         else:
             st.error(f"This does not match the book's printed output {book_rows}.")
 

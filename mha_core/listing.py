@@ -122,3 +122,47 @@ def listing_line(step: str) -> tuple[int, str]:
     """(line number, line text) of Listing 3.5 for a traced step."""
     number = STEP_LINES[step]
     return number, LISTING_LINES[number - 1].strip()
+
+
+def statement_lines(first: int) -> list[int]:
+    """The 1-based lines of the statement starting at ``first``: it goes on while brackets are open."""
+    depth, number, lines = 0, first, []
+    while number <= len(LISTING_LINES):
+        text = LISTING_LINES[number - 1]
+        depth += sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+        lines.append(number)
+        if depth <= 0 and not text.rstrip().endswith("\\"):
+            break
+        number += 1
+    return lines
+
+
+def _statement_starts() -> dict[int, int]:
+    """Every line's number -> the first line of the statement that holds it."""
+    starts, first = {}, 1
+    while first <= len(LISTING_LINES):
+        lines = statement_lines(first)
+        starts |= dict.fromkeys(lines, first)
+        first = lines[-1] + 1
+    return starts
+
+
+STATEMENT_STARTS = _statement_starts()
+
+
+def joined_statement(first: int) -> str:
+    """The statement starting at line ``first`` on one line: its lines stripped and joined, no space inside
+    brackets ("torch.softmax(" + "attn_scores …, dim=-1)" -> "torch.softmax(attn_scores …, dim=-1)")."""
+    text = ""
+    for number in statement_lines(first):
+        part = LISTING_LINES[number - 1].strip().removesuffix("\\").strip()
+        glue = "" if not text or text.endswith(("(", "[", "{")) or part.startswith((")", "]", "}")) else " "
+        text += glue + part
+    return text
+
+
+def listing_statement(step: str) -> tuple[int, str]:
+    """(first line number, whole statement on one line) of Listing 3.5 for a traced step: what a caption quotes,
+    never cut at an open bracket."""
+    first = STATEMENT_STARTS[STEP_LINES[step]]
+    return first, joined_statement(first)

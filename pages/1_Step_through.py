@@ -11,10 +11,12 @@ from explorer.views.step_through_steps import STEP_COUNT, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
-# Constants, nothing from the user. The listing wraps its long lines instead of being cut, at a readable size.
+# Constants, nothing from the user. The listing wraps its long lines instead of being cut, at a readable size, each
+# under its own indentation (boundary.hanging_indent_css).
 LISTING_CSS = """<style>
   .st-key-step_listing pre code { font-size: 0.9rem; }
   .st-key-step_listing pre { overflow-x: auto; }
+  .st-key-step_listing .linenumber { align-self: flex-start !important; line-height: 1.92; }
 </style>"""
 PRESENTER_CODE_CSS = "<style>.st-key-step_code pre code { font-size: 1.05rem; }</style>"
 
@@ -26,7 +28,7 @@ def _move(delta: int) -> None:
 
 def step_buttons(view, presenter: bool) -> None:
     """Previous, the step slider and Next; Page Up / Page Down (a presentation clicker) press the buttons."""
-    previous_col, slider_col, next_col = st.columns([4, 3, 4] if presenter else [2, 7, 2], vertical_alignment="bottom")
+    previous_col, slider_col, next_col = st.columns([4, 3, 4] if presenter else [3, 5, 3], vertical_alignment="bottom")
     previous_col.button(
         "◀ Previous",
         key="step_previous",
@@ -61,6 +63,7 @@ def presenter_step(view) -> None:
         st.code(shape_text(view), language=None, wrap_lines=True)
         with st.container(key="step_code"):
             st.html(PRESENTER_CODE_CSS)
+            st.html(boundary.hanging_indent_css("step_code", view.code, line_numbers=False))
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
@@ -71,16 +74,19 @@ def presenter_step(view) -> None:
 def classroom_step(view) -> None:
     """The whole listing (this step in colour) beside the step: its shape, its lines, its figures."""
     lines = line_ranges(view.lines)
-    listing_col, step_col = st.columns([4, 7], gap="medium")
+    listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)
+        st.html(boundary.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))
         st.caption(f"Listing 3.5 · this step is {lines}, in colour")
         st.code(view.listing, language="diff", line_numbers=True, wrap_lines=True)
     with step_col:
         st.header(f"Step {view.number} of {view.count}: {view.title}")
         st.markdown(f"**Shape:** `{shape_text(view)}`")
         st.markdown(f"**Listing 3.5, {lines}:**")
-        st.code(view.code, language="python", wrap_lines=True)
+        with st.container(key="step_code"):
+            st.html(boundary.hanging_indent_css("step_code", view.code, line_numbers=False))
+            st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
         for panel in view.panels:

@@ -64,7 +64,7 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
     with stage:
         if presenter:  # the last panel (the difference) fills the first screen beside its largest value
             boundary.show_figure(heads_view.panels[-1], bare=True, stage=True)
-    show_differences_by_step(heads_view)
+    show_differences_by_step(heads_view, presenter)
     if not presenter:
         for panel in heads_view.panels:
             boundary.show_figure(panel)
@@ -75,14 +75,10 @@ def show_difference(heads_view) -> None:
     st.metric("largest difference, any step, any head", "0: bit for bit" if worst == 0 else f"{worst:.3g}")
 
 
-def show_differences_by_step(heads_view) -> None:
+def show_differences_by_step(heads_view, presenter: bool) -> None:
     diffs = {"step": list(heads_view.max_abs_diff), "max |separate − batched|": list(heads_view.max_abs_diff.values())}
-    st.dataframe(
-        diffs,
-        hide_index=True,
-        key="heads_diffs",
-        width="content",
-        column_config={"max |separate − batched|": st.column_config.NumberColumn(format="%.3e")},
+    boundary.show_table(
+        diffs, presenter=presenter, key="heads_diffs", width="content", formats={"max |separate − batched|": "%.3e"}
     )
 
 
@@ -101,13 +97,7 @@ def references_part(settings, presenter: bool) -> None:
             st.info(f"{settings.device} has no float64, so the float64 column runs on the cpu.")
     reports = teaching_cache.references(settings)
     table = heads_and_references.reference_table(reports)
-    st.dataframe(
-        table,
-        hide_index=True,
-        key="reference_table",
-        width="stretch",
-        column_config={name: st.column_config.NumberColumn(format="%.2e") for name in reports},
-    )
+    boundary.show_table(table, presenter=presenter, key="reference_table", formats=dict.fromkeys(reports, "%.2e"))
     if not presenter:
         st.caption(
             "In the float64 column the baseline is the module itself, so our own error there reads 0; torch's "

@@ -187,11 +187,12 @@ def replay(result: trained_heads.TrainResult, presenter: bool) -> None:
 # --- results ----------------------------------------------------------------------------------------------------------
 
 
-def show_metrics(result: trained_heads.TrainResult, view) -> None:
+def show_metrics(result: trained_heads.TrainResult, view, presenter: bool) -> None:
+    """Four metrics in a row; in presenter mode one under the other, in the narrow column beside the figure."""
     config = result.config
     best_layer, best_head, best_score = trained_heads.best_marked_head(result)
     where = f"layer {best_layer}, head {best_head}" if config.num_layers > 1 else f"head {best_head}"
-    columns = st.columns(4)
+    columns = [st.container() for _ in range(4)] if presenter else st.columns(4)
     columns[0].metric(
         "held-out accuracy",
         f"{result.heldout_accuracy:.1%}",
@@ -202,21 +203,27 @@ def show_metrics(result: trained_heads.TrainResult, view) -> None:
     columns[3].metric("training time", f"{result.seconds:.1f} s", help=f"{result.steps_run} steps on {config.device}")
 
 
-def show_result(result: trained_heads.TrainResult, presenter: bool) -> None:
+def show_result(result: trained_heads.TrainResult, presenter: bool, side, stage) -> None:
+    """The result; in presenter mode the metrics in ``side`` and the first layer's heads on ``stage`` beside them."""
     config = result.config
     view = training_cache.trained_view(result, presenter)
-    if result.stopped_early:
-        st.warning(
-            f"Stopped at step {result.steps_run} of {config.steps}. This partial model is kept for this "
-            "session only; press Train for a full run.",
-            icon=":material/stop_circle:",
-        )
-    show_metrics(result, view)
-    for panel in view.heads:
-        boundary.show_figure(panel)
+    with side:
+        if result.stopped_early:
+            st.warning(
+                f"Stopped at step {result.steps_run} of {config.steps}. This partial model is kept for this "
+                "session only; press Train for a full run.",
+                icon=":material/stop_circle:",
+            )
+        show_metrics(result, view, presenter)
+    for number, panel in enumerate(view.heads):
+        if stage is not None and number == 0:
+            with stage:
+                boundary.show_figure(panel, bare=True, stage=True)
+        else:
+            boundary.show_figure(panel)
 
     st.markdown("**The held-out example: targets and predictions**")
-    st.dataframe(view.table, width="stretch")
+    boundary.show_table(view.table, presenter=presenter, key="trained_table", hide_index=False)
     st.caption(
         f"Tokens of the example shown above, shape (T,) = ({config.seq_len},) · expected key: the position "
         "each scored query should attend to · target and prediction as tokens · blank: not scored."
@@ -271,10 +278,16 @@ def introduce(config: trained_heads.TrainConfig, task: str) -> None:
     )
 
 
-def training_buttons(job, result) -> None:
-    """Train (until this config is trained), Stop (while training), Replay (once there is a run to replay)."""
+def training_buttons(job, result, presenter: bool) -> None:
+    """Train (until this config is trained), Stop (while training), Replay (once there is a run to replay); in
+    presenter mode one under the other."""
     finished = result is not None and not result.stopped_early
-    train_column, stop_column, replay_column, note_column = st.columns([1.3, 1.3, 2, 3.4], vertical_alignment="center")
+    if presenter:
+        train_column, stop_column, replay_column, note_column = (st.container() for _ in range(4))
+    else:
+        train_column, stop_column, replay_column, note_column = st.columns(
+            [1.3, 1.3, 2, 3.4], vertical_alignment="center"
+        )
     train_column.button(
         "Train",
         type="primary",
@@ -314,24 +327,32 @@ def main() -> None:
     presenter = sidebar.presenter_toggle()
     settings = sidebar.settings_sidebar(fields=sidebar.TRAINING_FIELDS)
     st.title("Trained heads")
-    st.markdown(
-        "With random weights, attention is close to uniform. Here a tiny model learns a synthetic task: token and "
-        "position embeddings, one or two residual layers of the project's own `MultiHeadAttention`, and a linear "
-        "read-out, with no MLP and no LayerNorm, so attention does all the work. Its heads then show the pattern "
-        "the task needs."
-    )
-    params = page_controls()
-    config = train_config(params, settings)
+    if not presenter:
+        st.markdown(
+            "With random weights, attention is close to uniform. Here a tiny model learns a synthetic task: token "
+            "and position embeddings, one or two residual layers of the project's own `MultiHeadAttention`, and a "
+            "linear read-out, with no MLP and no LayerNorm, so attention does all the work. Its heads then show the "
+            "pattern the task needs."
+        )
+    # Presenter mode: the choices fold away, so the trained heads fill the first screen.
+    with st.expander("Task, heads, layers and steps") if presenter else st.container():
+        params = page_controls()
+        config = train_config(params, settings)
+        if presenter:
+            introduce(config, params.task)
     st.session_state[_SAVED] = params._asdict()
     url.show_notices()
-    introduce(config, params.task)
+    if not presenter:
+        introduce(config, params.task)
     url.sync_url(settings, **params._asdict())
 
     job = training_cache.current_job()
     if st.session_state.pop("_tr_train_requested", False) and job is None:
         job = training_cache.start_job(config)  # before the buttons, so that Stop is live while it trains
     result = training_cache.result_for(config)
-    training_buttons(job, result)
+    side, stage = st.columns([1.3, 3.7], gap="medium") if presenter else (st.container(), None)
+    with side:
+        training_buttons(job, result, presenter)
     if job is not None:
         show_job(job, presenter)
         training_cache.collect(job)
@@ -348,7 +369,7 @@ def main() -> None:
         st.stop()
     if st.session_state.pop("_tr_replay_requested", False):
         replay(result, presenter)
-    show_result(result, presenter)
+    show_result(result, presenter, side, stage)
 
 
 boundary.run_page(main)

@@ -70,25 +70,78 @@ def main() -> None:
             "keeps every step, torch's fused `F.scaled_dot_product_attention`, and `torch.nn.MultiheadAttention` "
             f"with the same weights. At most {TIME_BUDGET_S:.0f} s: lengths that would run over are skipped."
         )
-    st.markdown(cost.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens))
+    # Presenter mode: the formula and the button in a narrow column, the memory figure filling the first screen.
+    side, stage = st.columns([1.4, 3.6], gap="medium") if presenter else (st.container(), None)
+    with side:
+        formula_and_measure(spec, settings, tokens, presenter)
 
-    if st.button("Measure", type="primary", key="cost_measure"):
+    report = state.get("cost_report")
+    if report is None:
+        (stage or st).info("Press **Measure** to time the four variants and measure their peak memory.")
+    else:
+        show_report(report, spec, presenter, side, stage)
+    url.sync_url(settings, max_tokens=chosen)
+
+
+def formula_and_measure(spec: cost.CostSpec, settings, tokens: list[int], presenter: bool) -> None:
+    """The formula b·h·T²·bytes and the Measure button (presenter mode: the button first, the formula folded)."""
+    formula = cost.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens)
+    if not presenter:
+        st.markdown(formula)
+    measure = st.button("Measure", type="primary", key="cost_measure")
+    if presenter:
+        with st.expander("The formula: b·h·T²·bytes"):
+            st.markdown(formula)
+    if measure:
         bar = st.progress(0.0, text="Waiting for the CPU…")
         try:
-            state.cost_report = measuring.measure_cost(spec, bar.progress)
+            st.session_state.cost_report = measuring.measure_cost(spec, bar.progress)
         except TimeoutError as error:
             st.warning(f"{error}.", icon="⏳")
         bar.empty()
 
-    report = state.get("cost_report")
-    if report is None:
-        st.info("Press **Measure** to time the four variants and measure their peak memory.")
+
+def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool, side, stage) -> None:
+    """Notes in ``side``; the memory figure on ``stage`` (presenter mode), then the time figure and the tables."""
+    with side:
+        report_notes(report, spec)
+    shape = f"(b, h, T, T) = ({report.spec.batch_size}, {report.spec.num_heads}, T, T)"
+    memory = Panel(
+        "cost_memory",
+        "Peak memory: the explicit paths grow like T²",
+        f"Attention matrices {shape}; log-log axes, so T² is a straight line of slope 2. "
+        + cost.memory_method(report.spec.device),
+        cost.memory_figure(report, presenter),
+    )
+    if stage is None:
+        boundary.show_figure(memory)
     else:
-        show_report(report, spec, presenter)
-    url.sync_url(settings, max_tokens=chosen)
+        with stage:
+            boundary.show_figure(memory, bare=True, stage=True)
+    boundary.show_figure(
+        Panel(
+            "cost_time",
+            "Forward time",
+            f"Median of {report.spec.repeats} calls after a warm-up, {shape}. Times on a shared "
+            "server vary with what other visitors run.",
+            cost.time_figure(report, presenter),
+        )
+    )
+    st.subheader("Measured beside the formula")
+    boundary.show_table(cost.table_rows(report), presenter=presenter, key="cost_table")
+    trace_rows = cost.trace_rows(report)
+    if trace_rows:
+        same = all(row["equal"] for row in trace_rows)
+        st.markdown(
+            f"The trace's own (b, h, T, T) tensors at T = {report.tokens()[-1]}: their bytes "
+            f"{'equal' if same else 'differ from'} the formula b·h·T²·bytes."
+        )
+        boundary.show_table(trace_rows, presenter=presenter, key="cost_trace", width="content")
+    st.caption(f"Measured in {report.seconds:.1f} s on {report.spec.device}, {report.spec.dtype}.")
 
 
-def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -> None:
+def report_notes(report: cost.CostReport, spec: cost.CostSpec) -> None:
+    """Whether the numbers shown were measured with other settings, and which lengths were skipped."""
     if report.spec != spec:
         st.info(
             "These numbers were measured with other settings (see the figure titles); press Measure again "
@@ -100,36 +153,6 @@ def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool) -
             f"{report.spec.time_budget_s:.0f} s.",
             icon="⏱️",
         )
-    shape = f"(b, h, T, T) = ({report.spec.batch_size}, {report.spec.num_heads}, T, T)"
-    boundary.show_figure(
-        Panel(
-            "cost_memory",
-            "Peak memory: the explicit paths grow like T²",
-            f"Attention matrices {shape}; log-log axes, so T² is a straight line of slope 2. "
-            + cost.memory_method(report.spec.device),
-            cost.memory_figure(report, presenter),
-        )
-    )
-    boundary.show_figure(
-        Panel(
-            "cost_time",
-            "Forward time",
-            f"Median of {report.spec.repeats} calls after a warm-up, {shape}. Times on a shared "
-            "server vary with what other visitors run.",
-            cost.time_figure(report, presenter),
-        )
-    )
-    st.subheader("Measured beside the formula")
-    st.dataframe(cost.table_rows(report), hide_index=True, width="stretch", key="cost_table")
-    trace_rows = cost.trace_rows(report)
-    if trace_rows:
-        same = all(row["equal"] for row in trace_rows)
-        st.markdown(
-            f"The trace's own (b, h, T, T) tensors at T = {report.tokens()[-1]}: their bytes "
-            f"{'equal' if same else 'differ from'} the formula b·h·T²·bytes."
-        )
-        st.dataframe(trace_rows, hide_index=True, width="content", key="cost_trace")
-    st.caption(f"Measured in {report.seconds:.1f} s on {report.spec.device}, {report.spec.dtype}.")
 
 
 boundary.run_page(main)

@@ -67,12 +67,12 @@ def show_heads(view, token: int, presenter: bool) -> None:
         with st.expander(
             f"head {head.head} · q = {head.query} · context = {head.context}", expanded=head.head < 2 or presenter
         ):
-            show_head_rows(head)
+            show_head_rows(head, presenter)
     boundary.show_figure(view.panels[0], bare=presenter)
 
 
-def show_head_rows(head) -> None:
-    st.dataframe(
+def show_head_rows(head, presenter: bool) -> None:
+    boundary.show_table(
         [
             {
                 "key": f"{row.position}: {row.label}",
@@ -86,13 +86,9 @@ def show_head_rows(head) -> None:
             }
             for row in head.rows
         ],
-        hide_index=True,
-        width="stretch",
+        presenter=presenter,
         key=f"follow_rows_{head.head}",
-        column_config={
-            name: st.column_config.NumberColumn(format="%.4f")
-            for name in ("q · k_j", "÷ √head_dim", "softmax", "weight used")
-        },
+        formats=dict.fromkeys(("q · k_j", "÷ √head_dim", "softmax", "weight used"), "%.4f"),
     )
     more = f" ({head.hidden_keys} lighter keys not listed)" if head.hidden_keys else ""
     st.markdown(f"{head.visible} visible keys{more}. Context of head {head.head} = Σ weight × v_j = `{head.context}`")

@@ -190,6 +190,26 @@ def test_tick_labels_fit_their_panel_upright(tokens, heads, width_px, presenter)
             assert len(axis.tickvals) * 1.1 * font <= max(height, 1.1 * font)
 
 
+@pytest.mark.parametrize("presenter", [False, True])
+@pytest.mark.parametrize("width_px", [F.NARROW_FIGURE_PX, F.FULL_FIGURE_PX])
+@pytest.mark.parametrize("tokens", [4, 6, 9, 16])
+def test_a_panels_last_label_never_runs_into_the_next_panels_first(tokens, width_px, presenter):
+    """Seen in presenter mode: "stepYour", head 0's last key label touching head 1's first."""
+    labels = ["Your", "journey", "starts", "with", "one", "step", "a", "b", "c"] + ["t"] * 7
+    labels = labels[: tokens - 1] + ["step"]
+    z = np.random.default_rng(5).random((2, tokens, tokens)).astype(np.float32)
+    fig = F.heads_heatmap(z, labels, labels, title="w", kind="weights", presenter=presenter, width_px=width_px)
+    font = fig.layout.xaxis.tickfont.size
+    cell = panel_px(fig)[0] / tokens  # the page may squeeze the gap between panels: count on none
+
+    def half(axis, k: int) -> float:
+        return len(fig.layout[axis].ticktext[k]) * CHAR * font / 2
+
+    last_right = (fig.layout.xaxis.tickvals[-1] + 0.5) * cell + half("xaxis", -1)  # from panel 0's left edge
+    next_left = tokens * cell + (fig.layout.xaxis2.tickvals[0] + 0.5) * cell - half("xaxis2", 0)
+    assert last_right + 0.5 * font <= next_left  # at least a space apart
+
+
 def test_rows_of_panels_leave_room_for_the_tick_labels_and_titles_between_them():
     fig = F.heads_heatmap(np.random.default_rng(4).random((8, 64, 64)), None, None, title="w", kind="weights")
     top_row, next_row = fig.layout.yaxis.domain, fig.layout.yaxis5.domain

@@ -16,7 +16,7 @@ from explorer.views import (
 )
 from mha_core import masks, teaching
 from mha_core.attention import ExplicitAttention
-from mha_core.listing import LISTING_LINES, STEP_LINES
+from mha_core.listing import LISTING_LINES, STEP_LINES, statement_lines
 from mha_core.modules import MultiHeadAttention
 from mha_core.reference import compare_with_torch
 from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace
@@ -236,13 +236,13 @@ def test_compare_on_device_is_compare_with_torch_where_float64_exists():
 
 def test_statement_lines_follow_open_brackets():
     view_line = STEP_LINES["queries_split"]
-    assert step_through_steps.statement_lines(view_line) == [
+    assert statement_lines(view_line) == [
         view_line,
         view_line + 1,
         view_line + 2,
     ]  # queries.view( … )
-    assert step_through_steps.statement_lines(STEP_LINES["attn_scores"]) == [STEP_LINES["attn_scores"]]
-    assert step_through_steps.statement_lines(STEP_LINES["attn_weights"]) == [
+    assert statement_lines(STEP_LINES["attn_scores"]) == [STEP_LINES["attn_scores"]]
+    assert statement_lines(STEP_LINES["attn_weights"]) == [
         STEP_LINES["attn_weights"],
         STEP_LINES["attn_weights"] + 1,
     ]

@@ -24,7 +24,16 @@ from explorer.views import (
 )
 from mha_core import masks, profiling, runs
 from mha_core.inputs import book_tokens
-from mha_core.listing import INIT_LINES, LISTING_3_5, LISTING_LINES, init_line
+from mha_core.listing import (
+    INIT_LINES,
+    LISTING_3_5,
+    LISTING_LINES,
+    STEP_LINES,
+    init_line,
+    joined_statement,
+    listing_statement,
+    statement_lines,
+)
 from mha_core.modules import MultiHeadAttention
 
 CPU = torch.device("cpu")
@@ -205,6 +214,61 @@ def test_step_sentences_state_the_std_rule_the_head_dim_1_case_and_train_mode_wi
     assert "four weight matrices" not in first and "bias" in first
     context = " ".join(step("context").sentences)
     assert "weighted sum" in context and "Without dropout" in context
+
+
+def captions_everywhere() -> list[str]:
+    """every_caption, plus Step through's dropout step in train mode, the Knobs views and the Heads view."""
+    settings = Settings(dropout=0.5, train=True)
+    train_run = explorer_run(settings)
+    trace, labels = train_run.trace, train_run.labels
+    shown = every_caption(explorer_run()) + [
+        p.caption
+        for p in step_through.build_step_view(
+            trace, labels, number("dropout"), batch_index=1, presenter=False, dropout_active=True, train=True
+        ).panels
+    ]
+    module = runs.build_module(settings.module_spec())
+    x, _ = runs.build_input(settings.input_spec())
+    views = [
+        knobs_that_teach.build_temperature_view(
+            knobs_that_teach.run_temperature(module, x, 2.0), labels, presenter=False
+        ),
+        knobs_that_teach.build_dropout_view(knobs_that_teach.run_dropout(module, x, 0.5, 7), labels, presenter=False),
+        knobs_that_teach.build_preset_view(
+            knobs_that_teach.run_preset(module, x, labels, "identity", num_heads=2), presenter=False
+        ),
+        heads_and_references.build_heads_view(
+            heads_and_references.run_heads(module, x), labels, batch_index=0, presenter=False
+        ),
+    ]
+    return shown + [p.caption for view in views for p in view.panels]
+
+
+def test_captions_quote_the_whole_statement_never_cut_at_an_open_bracket():
+    captions = captions_everywhere()
+    cited = [(int(n), code) for c in captions for n, code in CITED.findall(c)]
+    assert len(cited) > 30
+    for line, code in cited:
+        assert not code.endswith(("(", "[", "{", ",", "\\")), (line, code)
+        assert all(code.count(o) == code.count(c) for o, c in ("()", "[]", "{}")), (line, code)
+        assert code == joined_statement(line), (line, code)
+    softmax = (
+        f"line {STEP_LINES['attn_weights']}: `attn_weights = torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1)`"
+    )
+    view = f"line {STEP_LINES['queries_split']}: `queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)`"
+    assert any(softmax in c for c in captions) and any(view in c for c in captions)
+    assert not any("`torch.softmax(`" in c or "torch.softmax(`" in c for c in captions)
+
+
+def test_a_steps_statement_is_its_listing_lines_joined():
+    for step_name, line in STEP_LINES.items():
+        first, code = listing_statement(step_name)
+        lines = statement_lines(first)
+        assert first <= line <= lines[-1], step_name  # the statement holds the step's own line
+        book = "".join(LISTING_LINES[n - 1].strip().removesuffix("\\") for n in lines)
+        assert "".join(code.split()) == "".join(book.split()), step_name
+        assert "\n" not in code and "  " not in code, step_name
+    assert listing_statement("scaled_scores") == listing_statement("attn_weights")  # its second line: one statement
 
 
 # --- Step through: the __init__ lines, the buffer, train vs eval ---------------------------------------------------

@@ -52,6 +52,64 @@ def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     )
 
 
+def show_table(
+    data, *, presenter: bool, key: str, formats: dict[str, str] | None = None, hide_index=True, width="stretch"
+) -> None:
+    """A small table: st.dataframe, or in presenter mode an HTML table (st.table) that the presenter CSS enlarges.
+
+    st.dataframe draws its cells on a canvas at the theme's size, which no CSS can grow. ``formats``: printf formats
+    by column name (the dataframe's NumberColumn formats; in presenter mode the cells are formatted as text).
+    """
+    formats = formats or {}
+    if not presenter:
+        config = {name: st.column_config.NumberColumn(format=fmt) for name, fmt in formats.items()}
+        st.dataframe(data, hide_index=hide_index, width=width, key=key, column_config=config)
+        return
+    st.table(formatted_cells(data, formats), hide_index=hide_index)
+
+
+def formatted_cells(data, formats: dict[str, str]):
+    """``data`` (a DataFrame, a dict of columns or a list of row dicts) with its numbers as text: each named column in
+    its printf format, other floats to 4 significant digits (an HTML table prints every digit it is given)."""
+
+    def cell(column, value):
+        if column in formats and isinstance(value, int | float) and not isinstance(value, bool):
+            return formats[column] % value
+        return f"{value:.4g}" if isinstance(value, float) else value
+
+    if isinstance(data, dict):
+        return {column: [cell(column, v) for v in values] for column, values in data.items()}
+    if isinstance(data, list):
+        return [{column: cell(column, v) for column, v in row.items()} for row in data]
+    return data.apply(lambda series: series.map(lambda v: cell(series.name, v)))  # a DataFrame, same index
+
+
+HANGING = 4  # a wrapped line continues this many characters right of where its own text starts,
+MOST_HANGING = 12  # but never further right than this: in a narrow column deep lines keep room for their words
+
+
+def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int = 0) -> str:
+    """CSS for st.code(..., wrap_lines=True) inside the container ``key``: each line's continuation starts under its
+    own indentation plus HANGING (at most MOST_HANGING), so wrapped Python keeps its shape (pre-wrap alone restarts it
+    at column 0); a word longer than the column breaks rather than running past its edge.
+
+    ``marker``: characters before the indentation (1 for a diff's +/- column). One rule per line, by position: the
+    code is the book's listing, a constant.
+    """
+    line = f".st-key-{key} code > span:nth-child({{}})" + (" > span:last-child" if line_numbers else "")
+    rules = [
+        f".st-key-{key} code > span"
+        + (" > span:last-child" if line_numbers else "")
+        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: anywhere; }}"
+    ]
+    for number, text in enumerate(code.splitlines(), start=1):
+        indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))
+        if indent and text.strip():
+            width = min(indent + HANGING, MOST_HANGING)
+            rules.append(f"{line.format(number)} {{ padding-left: {width}ch; text-indent: -{width}ch; }}")
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
 log = logging.getLogger("mha_explorer")
 
 

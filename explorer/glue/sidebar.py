@@ -253,10 +253,10 @@ def presenter_toggle() -> bool:
 
 
 # Presenter mode's type, for a projector at the back of a room: everything larger, nothing cut. Metric values need
-# selectors more specific than the markdown rule (they are markdown inside). Tables drawn on a canvas (st.dataframe)
-# keep the theme's size: a CSS zoom ran them past the page's edge. The sidebar keeps its width, so its page names
-# wrap rather than end in "…". The header stays: its toolbar holds the button that unfolds the sidebar (and the
-# menu's theme switch).
+# selectors more specific than the markdown rule (they are markdown inside). Tables are HTML in presenter mode
+# (boundary.show_table): st.dataframe draws on a canvas at the theme's size, and a CSS zoom ran it past the page's
+# edge. The sidebar keeps its width, so its page names wrap rather than end in "…". The header stays: its toolbar
+# holds the button that unfolds the sidebar (and the menu's theme switch).
 PRESENTER_CSS = """
 <style>
   html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
@@ -272,6 +272,8 @@ PRESENTER_CSS = """
     overflow: visible !important; overflow-wrap: anywhere; line-height: 1.15; }
   [data-testid="stMetricLabel"] [data-testid="stMarkdownContainer"] p { font-size: 1.1rem; }
   [data-testid="stTable"] table, [data-testid="stMarkdownContainer"] table { font-size: 1.15rem; }
+  [data-testid="stTable"] th p, [data-testid="stTable"] td p { font-size: 1.1rem; }
+  [data-testid="stTable"] > div { overflow-x: auto; }
   pre code { font-size: 1.05rem; }
   [data-testid="stSidebar"] [data-testid="stPageLink-NavLink"] span { white-space: normal; overflow: visible; }
   [data-testid="stSliderThumbValue"] { transform: translateY(-0.35rem); }

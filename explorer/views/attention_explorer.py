@@ -14,11 +14,89 @@ import torch
 
 from mha_core import book, masks, runs
 from mha_core.book import PRINTED_OUTPUT  # noqa: F401  (for the page)
-from mha_core.listing import init_line, listing_line
+from mha_core.listing import init_line
 from mha_core.trace import Trace
 
 from . import figures
+from .explorer_reshapes import reshape_panels
 from .panel import Panel, caption, head_names
+
+
+def _per_head_panel(
+    trace: Trace,
+    labels: list[str],
+    step: str,
+    title: str,
+    *,
+    b: int,
+    kind: str,
+    figure_title: str,
+    note: str,
+    presenter: bool,
+) -> Panel:
+    """One (h, T, T) matrix of the trace at batch element ``b``, one heatmap per head."""
+    values = trace.numpy(step)[b]  # (h, T, T)
+    return Panel(
+        step,
+        title,
+        caption(trace, step, "(b, h, T, T)", note),
+        figures.heads_heatmap(
+            values,
+            labels,
+            labels,
+            title=figure_title,
+            kind=kind,
+            head_names=head_names(values.shape[0]),
+            presenter=presenter,
+        ),
+    )
+
+
+def _mask_buffer_panel(mask_buffer: torch.Tensor, presenter: bool) -> Panel:
+    """The module's whole (context_length, context_length) buffer, drawn as may-attend."""
+    allowed_buffer = masks.from_blocked(mask_buffer).cpu().numpy()  # the book stores 1 = blocked
+    n = allowed_buffer.shape[0]
+    return Panel(
+        "mask_buffer",
+        "The causal mask buffer (context_length × context_length)",
+        f"`mask` buffer · shape (context_length, context_length) = ({n}, {n}) · Listing 3.5, line "
+        f"{init_line('mask_buffer')[0]}: `torch.triu(torch.ones(context_length, context_length), "
+        "diagonal=1)` · drawn as may-attend (the book stores 1 = blocked)",
+        figures.heads_heatmap(
+            allowed_buffer[None],
+            None,
+            None,
+            title="mask buffer (may attend)",
+            kind="mask",
+            head_names=["buffer"],
+            presenter=presenter,
+            row_title="query position",
+            col_title="key position",
+        ),
+    )
+
+
+def _mask_used_panel(trace: Trace, labels: list[str], presenter: bool) -> Panel:
+    """The (T, T) slice of the buffer the forward used, drawn as may-attend."""
+    return Panel(
+        "mask",
+        "The mask as used: the buffer sliced to the tokens",
+        caption(
+            trace,
+            "mask",
+            "(T, T)",
+            "drawn as may attend, the inverse of the book's `mask_bool` (True = blocked, filled with −∞)",
+        ),
+        figures.heads_heatmap(
+            trace.numpy("mask")[None],
+            labels,
+            labels,
+            title="mask[:T, :T] (may attend)",
+            kind="mask",
+            head_names=["slice used"],
+            presenter=presenter,
+        ),
+    )
 
 
 def attention_panels(
@@ -32,119 +110,37 @@ def attention_panels(
 ) -> list[Panel]:
     """Per-head matrices, side by side on one colour scale per kind: scores, masks, weights."""
     b = batch_index
-    scores = trace.numpy("attn_scores")[b]  # (h, T, T)
-    h = scores.shape[0]
-    names = head_names(h)
     where = f"batch element {b}"
-    panels = [
-        Panel(
-            "attn_scores",
-            "Raw scores Q Kᵀ, per head",
-            caption(trace, "attn_scores", "(b, h, T, T)", where),
-            figures.heads_heatmap(
-                scores,
-                labels,
-                labels,
-                title=f"attn_scores = Q Kᵀ · {where}",
-                kind="scores",
-                head_names=names,
-                presenter=presenter,
-            ),
-        ),
-    ]
+
+    def per_head(step: str, title: str, kind: str, figure_title: str, note: str = where) -> Panel:
+        return _per_head_panel(
+            trace, labels, step, title, b=b, kind=kind, figure_title=figure_title, note=note, presenter=presenter
+        )
+
+    panels = [per_head("attn_scores", "Raw scores Q Kᵀ, per head", "scores", f"attn_scores = Q Kᵀ · {where}")]
     if mask_buffer is not None:
-        allowed_buffer = masks.from_blocked(mask_buffer).cpu().numpy()  # the book stores 1 = blocked
-        n = allowed_buffer.shape[0]
-        panels.append(
-            Panel(
-                "mask_buffer",
-                "The causal mask buffer (context_length × context_length)",
-                f"`mask` buffer · shape (context_length, context_length) = ({n}, {n}) · Listing 3.5, line "
-                f"{init_line('mask_buffer')[0]}: `torch.triu(torch.ones(context_length, context_length), "
-                "diagonal=1)` · drawn as may-attend (the book stores 1 = blocked)",
-                figures.heads_heatmap(
-                    allowed_buffer[None],
-                    None,
-                    None,
-                    title="mask buffer (may attend)",
-                    kind="mask",
-                    head_names=["buffer"],
-                    presenter=presenter,
-                    row_title="query position",
-                    col_title="key position",
-                ),
-            )
-        )
-    panels.append(
-        Panel(
-            "mask",
-            "The mask as used: the buffer sliced to the tokens",
-            caption(
-                trace,
-                "mask",
-                "(T, T)",
-                "drawn as may attend, the inverse of the book's `mask_bool` (True = blocked, filled with −∞)",
-            ),
-            figures.heads_heatmap(
-                trace.numpy("mask")[None],
-                labels,
-                labels,
-                title="mask[:T, :T] (may attend)",
-                kind="mask",
-                head_names=["slice used"],
-                presenter=presenter,
-            ),
-        )
-    )
-    panels.append(
-        Panel(
-            "masked_scores",
-            "Masked scores: −∞ where a key is in the future",
-            caption(trace, "masked_scores", "(b, h, T, T)", where),
-            figures.heads_heatmap(
-                trace.numpy("masked_scores")[b],
-                labels,
-                labels,
-                title=f"masked_scores · {where}",
-                kind="scores",
-                head_names=names,
-                presenter=presenter,
-            ),
-        )
-    )
-    weights = trace.numpy("attn_weights")[b]  # (h, T, T)
-    panels.append(
-        Panel(
+        panels.append(_mask_buffer_panel(mask_buffer, presenter))
+    panels += [
+        _mask_used_panel(trace, labels, presenter),
+        per_head(
+            "masked_scores", "Masked scores: −∞ where a key is in the future", "scores", f"masked_scores · {where}"
+        ),
+        per_head(
             "attn_weights",
             "Attention weights: softmax of the scaled masked scores",
-            caption(trace, "attn_weights", "(b, h, T, T)", f"{where} · each row sums to 1"),
-            figures.heads_heatmap(
-                weights,
-                labels,
-                labels,
-                title=f"attn_weights · {where}",
-                kind="weights",
-                head_names=names,
-                presenter=presenter,
-            ),
-        )
-    )
+            "weights",
+            f"attn_weights · {where}",
+            f"{where} · each row sums to 1",
+        ),
+    ]
     if dropout_shown:
-        dropped = trace.numpy("attn_weights_dropped")[b]
         panels.append(
-            Panel(
+            per_head(
                 "attn_weights_dropped",
                 "Weights after dropout (train mode)",
-                caption(trace, "attn_weights_dropped", "(b, h, T, T)", f"{where} · survivors scaled by 1/(1−p)"),
-                figures.heads_heatmap(
-                    dropped,
-                    labels,
-                    labels,
-                    title=f"attn_weights after dropout · {where}",
-                    kind="weights",
-                    head_names=names,
-                    presenter=presenter,
-                ),
+                "weights",
+                f"attn_weights after dropout · {where}",
+                f"{where} · survivors scaled by 1/(1−p)",
             )
         )
     return panels
@@ -166,135 +162,6 @@ def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, he
             presenter=presenter,
         ),
     )
-
-
-def reshape_panels(
-    trace: Trace, labels: list[str], *, batch_index: int, presenter: bool, out_proj_weight: np.ndarray
-) -> list[Panel]:
-    """Q, K, V banded by head, the view and transpose, the context back, out_proj and the output."""
-    b = batch_index
-    h, T, head_dim = trace.info["queries_heads"].shape[1:]
-    d_out = h * head_dim
-    features = [str(c) for c in range(d_out)]
-    panels = []
-    for step, letter in (("queries", "Q"), ("keys", "K"), ("values", "V")):
-        panels.append(
-            Panel(
-                step,
-                f"{letter} = W_{step[:-1] if step != 'queries' else 'query'}(x), columns banded by head",
-                caption(trace, step, "(b, T, d_out)", f"batch element {b}"),
-                figures.matrix_heatmap(
-                    trace.numpy(step)[b],
-                    labels,
-                    features,
-                    title=f"{step} ({letter}) · batch {b}",
-                    column_groups=h,
-                    presenter=presenter,
-                ),
-            )
-        )
-    queries = trace.numpy("queries")[b]  # (T, d_out)
-    for stage, step, axes in (
-        ("flat", "queries", "(b, T, d_out)"),
-        ("view", "queries_split", "(b, T, h, head_dim)"),
-        ("transpose", "queries_heads", "(b, h, T, head_dim)"),
-    ):
-        panels.append(
-            Panel(
-                f"reshape_{stage}",
-                f"Q {stage}: which numbers move where",
-                caption(trace, step, axes, f"batch element {b}"),
-                figures.reshape_figure(
-                    T,
-                    h,
-                    head_dim,
-                    token_labels=labels,
-                    stage=stage,
-                    values=queries,
-                    title=f"{step} {axes}",
-                    presenter=presenter,
-                ),
-            )
-        )
-    dim_labels = [str(d) for d in range(head_dim)]
-    panels.append(
-        Panel(
-            "context_heads",
-            "Per-head context: weights @ values",
-            caption(trace, "context_heads", "(b, h, T, head_dim)", f"batch element {b}"),
-            figures.heads_heatmap(
-                trace.numpy("context_heads")[b],
-                labels,
-                dim_labels,
-                title=f"context per head · batch {b}",
-                kind="values",
-                head_names=head_names(h),
-                presenter=presenter,
-                col_title="dim",
-            ),
-        )
-    )
-    panels.append(
-        Panel(
-            "context_transposed",
-            "Transpose back: tokens in front of heads",
-            caption(trace, "context_transposed", "(b, T, h, head_dim)", "the same numbers, heads now inside each row"),
-            figures.reshape_figure(
-                T,
-                h,
-                head_dim,
-                token_labels=labels,
-                stage="view",
-                values=trace.numpy("context")[b],
-                title="context_transposed (b, T, h, head_dim)",
-                presenter=presenter,
-            ),
-        )
-    )
-    panels.append(
-        Panel(
-            "context",
-            "Heads concatenated (before out_proj)",
-            caption(trace, "context", "(b, T, d_out)", "contiguous().view joins the heads side by side"),
-            figures.matrix_heatmap(
-                trace.numpy("context")[b],
-                labels,
-                features,
-                title=f"context · batch {b}",
-                column_groups=h,
-                presenter=presenter,
-            ),
-        )
-    )
-    panels.append(
-        Panel(
-            "out_proj",
-            "out_proj weights",
-            f"`out_proj.weight` · shape (d_out, d_out) = ({d_out}, {d_out}) · Listing 3.5, line "
-            f"{init_line('out_proj')[0]}: `{init_line('out_proj')[1]}` (applied on line {listing_line('output')[0]}) "
-            "· output = context @ Wᵀ + bias",
-            figures.matrix_heatmap(
-                out_proj_weight,
-                features,
-                features,
-                title="out_proj.weight",
-                presenter=presenter,
-                row_title="output feature",
-                col_title="context feature",
-            ),
-        )
-    )
-    panels.append(
-        Panel(
-            "output",
-            "Final output",
-            caption(trace, "output", "(b, T, d_out)", f"batch element {b}"),
-            figures.matrix_heatmap(
-                trace.numpy("output")[b], labels, features, title=f"output · batch {b}", presenter=presenter
-            ),
-        )
-    )
-    return panels
 
 
 def output_panel(trace: Trace, labels: list[str], *, batch_index: int, presenter: bool) -> Panel:

@@ -51,6 +51,92 @@ def _segments(queries: np.ndarray, keys: np.ndarray, offset: float = 0.0) -> tup
     return xs, ys
 
 
+def _band_line_traces(lines: np.ndarray, band: np.ndarray, head: int, color: str, offset: float, faint: bool) -> list:
+    """One head's kept (T, T) lines, one trace per weight band; ``faint`` when a focused query is drawn over them."""
+    traces = []
+    for n, (_, opacity, width) in enumerate(BANDS):
+        queries, keys = np.nonzero(lines & (band == n))
+        if queries.size == 0:
+            continue
+        xs, ys = _segments(queries, keys, offset)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": xs,
+                "y": ys,
+                "name": f"head {head}",
+                "legendgroup": f"head {head}",
+                "showlegend": False,
+                "hoverinfo": "skip",
+                "line": {"color": color, "width": width},
+                "opacity": opacity * (0.25 if faint else 1.0),
+            }
+        )
+    return traces
+
+
+def _focus_line_trace(keys: np.ndarray, focus: int, head: int, color: str, offset: float) -> dict:
+    """The focused query's lines of one head, at full strength with markers."""
+    xs, ys = _segments(np.full(keys.size, focus), keys, offset)
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "x": xs,
+        "y": ys,
+        "name": f"head {head}",
+        "legendgroup": f"head {head}",
+        "showlegend": False,
+        "line": {"color": color, "width": 3},
+        "marker": {"size": 6},
+        "opacity": 0.9,
+        "hoverinfo": "skip",
+    }
+
+
+def _legend_trace(head: int, color: str) -> dict:
+    """The head's legend entry (click to hide a head): no points of its own."""
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "x": [None],
+        "y": [None],
+        "name": f"head {head}",
+        "legendgroup": f"head {head}",
+        "line": {"color": color, "width": 4},
+    }
+
+
+def _token_traces(weights: np.ndarray, labels: list[str], text: bool) -> list:
+    """The queries' and keys' markers (labelled when ``text``); a query's hover names each head's strongest key."""
+    h, t, _ = weights.shape
+    escaped = [figures._escape(label) for label in labels]
+    hover = []
+    for i in range(t):
+        best = [
+            f"head {k}: {escaped[int(j)]} {weights[k, i, j]:.2f}"
+            for k in range(h)
+            for j in [int(np.argmax(weights[k, i]))]
+        ]
+        hover.append(f"<b>{escaped[i]}</b> ({i}) attends most to<br>" + "<br>".join(best[:16]))
+    return [
+        {
+            "type": "scatter",
+            "mode": "markers+text" if text else "markers",
+            "x": [x] * t,
+            "y": list(range(t)),
+            "text": escaped if text else None,
+            "textposition": position,
+            "name": name,
+            "showlegend": False,
+            "marker": {"size": 7, "color": "#888888"},  # mid grey: reads on a light and a dark page
+            "hovertext": hover if x == LEFT else escaped,
+            "hoverinfo": "text",
+        }
+        for x, position, name in ((LEFT, "middle left", "queries"), (RIGHT, "middle right", "keys"))
+    ]
+
+
 def head_view_figure(
     weights: np.ndarray,
     labels: list[str],
@@ -64,87 +150,18 @@ def head_view_figure(
     keep = kept_lines(weights, top_k(h, t))
     lows = np.array([band[0] for band in BANDS])
     band = np.searchsorted(lows, weights, side="right") - 1  # (h, T, T), -1 below the first band
-    colors = figures.head_colors(h)
     spread = [0.3 * (k - (h - 1) / 2) / max(h, 1) for k in range(h)]  # within ±0.15 of the token's row
     data = []
-    for k, color in enumerate(colors):
-        for n, (_, opacity, width) in enumerate(BANDS):
-            heads_lines = keep[k] & (band[k] == n)  # (T, T)
-            if focus is not None:
-                heads_lines[focus] = False  # drawn below, at full strength
-            queries, keys = np.nonzero(heads_lines)
-            if queries.size == 0:
-                continue
-            xs, ys = _segments(queries, keys, spread[k])
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "x": xs,
-                    "y": ys,
-                    "name": f"head {k}",
-                    "legendgroup": f"head {k}",
-                    "showlegend": False,
-                    "hoverinfo": "skip",
-                    "line": {"color": color, "width": width},
-                    "opacity": opacity * (0.25 if focus is not None else 1.0),
-                }
-            )
+    for k, color in enumerate(figures.head_colors(h)):
+        lines = keep[k].copy()  # (T, T)
         if focus is not None:
-            keys = np.nonzero(keep[k, focus])[0]
-            xs, ys = _segments(np.full(keys.size, focus), keys, spread[k])
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "x": xs,
-                    "y": ys,
-                    "name": f"head {k}",
-                    "legendgroup": f"head {k}",
-                    "showlegend": False,
-                    "line": {"color": color, "width": 3},
-                    "marker": {"size": 6},
-                    "opacity": 0.9,
-                    "hoverinfo": "skip",
-                }
-            )
-        data.append(
-            {  # the legend entry (click to hide a head)
-                "type": "scatter",
-                "mode": "lines",
-                "x": [None],
-                "y": [None],
-                "name": f"head {k}",
-                "legendgroup": f"head {k}",
-                "line": {"color": color, "width": 4},
-            }
-        )
-    escaped = [figures._escape(label) for label in labels]
-    hover = []
-    for i in range(t):
-        best = [
-            f"head {k}: {escaped[int(j)]} {weights[k, i, j]:.2f}"
-            for k in range(h)
-            for j in [int(np.argmax(weights[k, i]))]
-        ]
-        hover.append(f"<b>{escaped[i]}</b> ({i}) attends most to<br>" + "<br>".join(best[:16]))
+            lines[focus] = False  # drawn below, at full strength
+        data += _band_line_traces(lines, band[k], k, color, spread[k], faint=focus is not None)
+        if focus is not None:
+            data.append(_focus_line_trace(np.nonzero(keep[k, focus])[0], focus, k, color, spread[k]))
+        data.append(_legend_trace(k, color))
     text = t <= TEXT_TOKENS
-    for x, position, name in ((LEFT, "middle left", "queries"), (RIGHT, "middle right", "keys")):
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "markers+text" if text else "markers",
-                "x": [x] * t,
-                "y": list(range(t)),
-                "text": escaped if text else None,
-                "textposition": position,
-                "name": name,
-                "showlegend": False,
-                "marker": {"size": 7, "color": "#888888"},  # mid grey: reads on a light and a dark page
-                "hovertext": hover if x == LEFT else escaped,
-                "hoverinfo": "text",
-            }
-        )
+    data += _token_traces(weights, labels, text)
     height = min(1600, max(320, 26 * t + 120)) if text else 900
     layout = {
         "xaxis": {"visible": False, "range": [-0.6, 1.6], "fixedrange": True},

@@ -48,6 +48,36 @@ def run_heads(module, x: torch.Tensor) -> HeadsRun:
     return HeadsRun(heads.separate_heads(module, x), trace_forward(module, x))
 
 
+def _heads_panel(
+    key: str,
+    title: str,
+    text: str,
+    values: np.ndarray,
+    labels: list[str],
+    *,
+    figure_title: str,
+    kind: str,
+    zmax: float | None,
+    presenter: bool,
+) -> Panel:
+    """(h, T, T) values of one batch element, one heatmap per head, tokens on both axes."""
+    return Panel(
+        key,
+        title,
+        text,
+        figures.heads_heatmap(
+            values,
+            labels,
+            labels,
+            title=figure_title,
+            kind=kind,
+            head_names=head_names(values.shape[0]),
+            zmax=zmax,
+            presenter=presenter,
+        ),
+    )
+
+
 def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, presenter: bool) -> HeadsView:
     """Section 3.6.2: every head on its own (the wrapper's way) beside the batched module, and the difference."""
     separate, batched = run.separate, run.batched
@@ -55,60 +85,48 @@ def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, pres
     alone = to_numpy(separate.weights[b])  # (h, T, T)
     together = to_numpy(batched.steps["attn_weights"][b])
     diff = alone.astype(np.float64) - together.astype(np.float64)
-    h = alone.shape[0]
     where = f"batch element {b}"
     shape = f"(b, h, T, T) = {shape_text(separate.weights.shape)}"
     diff_max = float(np.abs(diff).max()) if diff.size else 0.0
     top = figures.weights_top(alone, together)  # the pair on one scale, by the one rule for weights
     reading = rows_and_columns("(b, h, T, T)")
     panels = (
-        Panel(
+        _heads_panel(
             "heads_separate",
             "Each head on its own (MultiHeadAttentionWrapper)",
             f"`separate_heads(...).weights` · shape {shape} · {reading} · {where} · each head's own slice of "
             "W_query, W_key, W_value and its own softmax",
-            figures.heads_heatmap(
-                alone,
-                labels,
-                labels,
-                title=f"separate heads · {where}",
-                kind="weights",
-                head_names=head_names(h),
-                zmax=top,
-                presenter=presenter,
-            ),
+            alone,
+            labels,
+            figure_title=f"separate heads · {where}",
+            kind="weights",
+            zmax=top,
+            presenter=presenter,
         ),
-        Panel(
+        _heads_panel(
             "heads_batched",
             "The same heads from the batched module (Listing 3.5)",
             caption(batched, "attn_weights", "(b, h, T, T)", where),
-            figures.heads_heatmap(
-                together,
-                labels,
-                labels,
-                title=f"batched module · {where}",
-                kind="weights",
-                head_names=head_names(h),
-                zmax=top,
-                presenter=presenter,
-            ),
+            together,
+            labels,
+            figure_title=f"batched module · {where}",
+            kind="weights",
+            zmax=top,
+            presenter=presenter,
         ),
-        Panel(
+        _heads_panel(
             "heads_difference",
             "Difference: separate − batched",
             f"shape {shape} · {reading} · {where} · max |difference| = {diff_max:.3g}",
-            figures.heads_heatmap(
-                np.nan_to_num(diff, nan=0.0),
-                labels,
-                labels,
-                title=f"separate − batched · {where}",
-                kind="difference",
-                head_names=head_names(h),
-                presenter=presenter,
-            ),
+            np.nan_to_num(diff, nan=0.0),
+            labels,
+            figure_title=f"separate − batched · {where}",
+            kind="difference",
+            zmax=None,
+            presenter=presenter,
         ),
     )
-    per_head = tuple(float(np.abs(diff[k]).max()) if diff[k].size else 0.0 for k in range(h))
+    per_head = tuple(float(np.abs(diff[k]).max()) if diff[k].size else 0.0 for k in range(diff.shape[0]))
     return HeadsView(panels, dict(separate.max_abs_diff), per_head)
 
 

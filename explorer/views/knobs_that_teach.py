@@ -63,74 +63,102 @@ def run_temperature(module, x: torch.Tensor, multiplier: float) -> TemperatureRu
     )
 
 
+def _heads_panel(
+    key: str,
+    title: str,
+    text: str,
+    values: np.ndarray,
+    labels: list[str],
+    *,
+    figure_title: str,
+    kind: str,
+    presenter: bool,
+) -> Panel:
+    """(h, T, T) values of one sequence, one heatmap per head, tokens on both axes."""
+    return Panel(
+        key,
+        title,
+        text,
+        figures.heads_heatmap(
+            values,
+            labels,
+            labels,
+            title=figure_title,
+            kind=kind,
+            head_names=head_names(values.shape[0]),
+            presenter=presenter,
+        ),
+    )
+
+
+def _entropy_panel(run: TemperatureRun, presenter: bool) -> Panel:
+    """Each row's entropy below the uniform row's, per head, along the query positions."""
+    # log(visible keys) − entropy: 0 for uniform attention. Drawn as the gap, heads that all sit near uniform (the
+    # book's scale, short inputs) stay apart instead of one line.
+    below_uniform = to_numpy(run.most[0] - run.entropy[0])  # (h, T)
+    positions = list(range(below_uniform.shape[1]))
+    series = {"uniform": [0.0] * len(positions)}  # first, so that the heads are drawn over it
+    series |= {f"head {k}": below_uniform[k].tolist() for k in range(below_uniform.shape[0])}
+    return Panel(
+        "temperature_entropy",
+        "How far each query's weight row is from uniform",
+        f"log(visible keys) − `row_entropy(attn_weights)` · shape (b, h, T) = {shape_text(run.entropy.shape)} · "
+        "batch element 0 · 0 = uniform (every visible key weighted the same), log(number of visible keys) = "
+        "one-hot",
+        figures.line_chart(
+            positions,
+            series,
+            title="Row entropy below uniform, per head",
+            x_title="query position",
+            y_title="nats below uniform",
+            references=("uniform",),
+            presenter=presenter,
+        ),
+    )
+
+
+def _sweep_panel(run: TemperatureRun, presenter: bool) -> Panel:
+    """The mean row entropy at each of SCALE_MULTIPLIERS, against uniform attention's."""
+    sweep_values = [float(m) for m in SCALE_MULTIPLIERS]
+    return Panel(
+        "temperature_sweep",
+        "Mean row entropy as the scale grows",
+        "each point is one traced forward pass with ExplicitAttention(scale = multiplier / √head_dim) · "
+        "the flat line is uniform attention",
+        figures.line_chart(
+            sweep_values,
+            {"mean": list(run.sweep), "uniform": [run.uniform_mean] * len(sweep_values)},
+            title="Mean entropy vs scale",
+            x_title="scale × √head_dim",
+            y_title="entropy (nats)",
+            log_x=True,
+            references=("uniform",),
+            presenter=presenter,
+        ),
+    )
+
+
 def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter: bool) -> TemperatureView:
     """The weights at softmax scale multiplier/√head_dim, the entropy of each row and its sweep over scales."""
-    multiplier, scale, trace, entropy, most, sweep = (
-        run.multiplier,
-        run.scale,
-        run.trace,
-        run.entropy,
-        run.most,
-        list(run.sweep),
-    )
+    multiplier, scale, trace = run.multiplier, run.scale, run.trace
     weights = trace.steps["attn_weights"]
-    h = weights.shape[1]
-    sweep_values = [float(m) for m in SCALE_MULTIPLIERS]
-    positions = list(range(weights.shape[2]))
-    # Each row's entropy below the uniform row's, log(visible keys) − entropy: 0 for uniform attention. Drawn as
-    # the gap, heads that all sit near uniform (the book's scale, short inputs) stay apart instead of one line.
-    below_uniform = to_numpy(most[0] - entropy[0])  # (h, T)
-    series = {"uniform": [0.0] * len(positions)}  # first, so that the heads are drawn over it
-    series |= {f"head {k}": below_uniform[k].tolist() for k in range(h)}
     panels = (
-        Panel(
+        _heads_panel(
             "temperature_weights",
             f"Attention weights at scale {scale:.3g} (× {multiplier:g} of 1/√head_dim)",
             caption(trace, "attn_weights", "(b, h, T, T)", "batch element 0"),
-            figures.heads_heatmap(
-                to_numpy(weights[0]),
-                labels,
-                labels,
-                title=f"attn_weights at scale {scale:.3g}",
-                kind="weights",
-                head_names=head_names(h),
-                presenter=presenter,
-            ),
+            to_numpy(weights[0]),
+            labels,
+            figure_title=f"attn_weights at scale {scale:.3g}",
+            kind="weights",
+            presenter=presenter,
         ),
-        Panel(
-            "temperature_entropy",
-            "How far each query's weight row is from uniform",
-            f"log(visible keys) − `row_entropy(attn_weights)` · shape (b, h, T) = {shape_text(entropy.shape)} · "
-            "batch element 0 · 0 = uniform (every visible key weighted the same), log(number of visible keys) = "
-            "one-hot",
-            figures.line_chart(
-                positions,
-                series,
-                title="Row entropy below uniform, per head",
-                x_title="query position",
-                y_title="nats below uniform",
-                references=("uniform",),
-                presenter=presenter,
-            ),
-        ),
-        Panel(
-            "temperature_sweep",
-            "Mean row entropy as the scale grows",
-            "each point is one traced forward pass with ExplicitAttention(scale = multiplier / √head_dim) · "
-            "the flat line is uniform attention",
-            figures.line_chart(
-                sweep_values,
-                {"mean": sweep, "uniform": [run.uniform_mean] * len(sweep_values)},
-                title="Mean entropy vs scale",
-                x_title="scale × √head_dim",
-                y_title="entropy (nats)",
-                log_x=True,
-                references=("uniform",),
-                presenter=presenter,
-            ),
-        ),
+        _entropy_panel(run, presenter),
+        _sweep_panel(run, presenter),
     )
-    return TemperatureView(multiplier, scale, teaching.mean_entropy(weights), most.mean().item(), tuple(sweep), panels)
+    return TemperatureView(
+        multiplier, scale, teaching.mean_entropy(weights), run.most.mean().item(), tuple(run.sweep), panels
+    )
 
 
 @dataclass(frozen=True)
@@ -161,29 +189,41 @@ def run_dropout(module, x: torch.Tensor, p: float, seed: int) -> DropoutRun:
     return DropoutRun(p, trace, teaching.dropout_report(trace, p))
 
 
+def _row_sums_panel(report: teaching.DropoutReport, presenter: bool) -> Panel:
+    """Each row's sum of weights after dropout, per head: 1 on average, not row by row."""
+    sums = to_numpy(report.row_sums[0])  # (h, T)
+    return Panel(
+        "dropout_row_sums",
+        "Row sums after dropout: 1 on average, not row by row",
+        f"sum over keys of attn_weights_dropped · shape (b, h, T) = {shape_text(report.row_sums.shape)} · "
+        "batch element 0",
+        figures.line_chart(
+            list(range(sums.shape[1])),
+            {f"head {k}": sums[k].tolist() for k in range(sums.shape[0])} | {"before": [1.0] * sums.shape[1]},
+            title="Row sums after dropout",
+            x_title="query position",
+            y_title="sum of weights",
+            references=("before",),
+            presenter=presenter,
+        ),
+    )
+
+
 def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -> DropoutView:
     p, trace, report = run.p, run.trace, run.report
-    before = trace.numpy("attn_weights")[0]
-    after = trace.numpy("attn_weights_dropped")[0]
     keep = to_numpy(report.keep[0]).astype(np.float32)
     keep[~to_numpy(report.allowed[0])] = -np.inf  # causally masked: neither kept nor dropped
-    h = before.shape[0]
     where = "batch element 0"
-    sums = to_numpy(report.row_sums[0])  # (h, T)
     panels = (
-        Panel(
+        _heads_panel(
             "dropout_before",
             "Before dropout",
             caption(trace, "attn_weights", "(b, h, T, T)", where),
-            figures.heads_heatmap(
-                before,
-                labels,
-                labels,
-                title="attn_weights before dropout",
-                kind="weights",
-                head_names=head_names(h),
-                presenter=presenter,
-            ),
+            trace.numpy("attn_weights")[0],
+            labels,
+            figure_title="attn_weights before dropout",
+            kind="weights",
+            presenter=presenter,
         ),
         Panel(
             "dropout_keep",
@@ -191,35 +231,19 @@ def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -
             caption(trace, "dropout_keep", "(b, h, T, T)", where),
             keep_mask_figure(keep, labels, presenter),
         ),
-        Panel(
+        _heads_panel(
             "dropout_after",
             f"After dropout: survivors × 1/(1−p) = × {report.scale:.3g}",
             caption(trace, "attn_weights_dropped", "(b, h, T, T)", where),
-            figures.heads_heatmap(
-                after,
-                labels,
-                labels,
-                title=f"attn_weights after dropout (p = {p:g})",
-                kind="weights",
-                head_names=head_names(h),
-                presenter=presenter,
-            ),
+            trace.numpy("attn_weights_dropped")[0],
+            labels,
+            figure_title=f"attn_weights after dropout (p = {p:g})",
+            kind="weights",
+            presenter=presenter,
         ),
-        Panel(
-            "dropout_row_sums",
-            "Row sums after dropout: 1 on average, not row by row",
-            f"sum over keys of attn_weights_dropped · shape (b, h, T) = {shape_text(report.row_sums.shape)} · {where}",
-            figures.line_chart(
-                list(range(sums.shape[1])),
-                {f"head {k}": sums[k].tolist() for k in range(h)} | {"before": [1.0] * sums.shape[1]},
-                title="Row sums after dropout",
-                x_title="query position",
-                y_title="sum of weights",
-                references=("before",),
-                presenter=presenter,
-            ),
-        ),
+        _row_sums_panel(report, presenter),
     )
+    sums = to_numpy(report.row_sums[0])  # (h, T)
     lo, hi = (float(sums.min()), float(sums.max())) if sums.size else (0.0, 0.0)
     return DropoutView(p, report.scale, report.kept_fraction, report.max_rescale_error, (lo, hi), panels)
 
@@ -300,75 +324,58 @@ def run_preset(module, x: torch.Tensor, labels: list[str], preset: str, *, num_h
     return PresetRun(preset, made, trace, list(labels), hits)
 
 
+def _projection_weight_panel(
+    made: torch.nn.Module, role: str, produces: str, input_labels: list[str], h: int, presenter: bool
+) -> Panel:
+    """W_query or W_key (``role`` "query" or "key") transposed, (d_in, d_out): inputs down, features across."""
+    name = f"W_{role}"
+    weight = to_numpy(getattr(made, name).weight).T  # (d_in, d_out): x @ Wᵀ
+    d_in, d_out = made.d_in, made.d_out
+    return Panel(
+        f"preset_w_{role}",
+        f"{name}ᵀ ({produces} = x @ {name}ᵀ)",
+        f"`{name}.weight.T` · shape (d_in, d_out) = ({d_in}, {d_out}) · columns banded by head",
+        figures.matrix_heatmap(
+            weight,
+            input_labels,
+            index_labels(d_out),
+            title=f"{name}.weight.T",
+            column_groups=h,
+            presenter=presenter,
+            width_px=figures.NARROW_FIGURE_PX,  # two to a row
+            row_title="input",
+            col_title=f"{role} feature",
+        ),
+    )
+
+
 def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
     """The heatmaps the hand-made weights give."""
-    preset, made, trace, labels, hits = run.preset, run.made, run.trace, run.labels, run.hits
+    preset, trace, labels = run.preset, run.trace, run.labels
     weights = trace.steps["attn_weights"]
-    h = weights.shape[1]
-    d_in, d_out = made.d_in, made.d_out
-    wq = to_numpy(made.W_query.weight).T  # (d_in, d_out): x @ Wᵀ
-    wk = to_numpy(made.W_key.weight).T
-    input_labels = labels if preset in teaching.POSITION_PATTERNS else index_labels(d_in)
+    input_labels = labels if preset in teaching.POSITION_PATTERNS else index_labels(run.made.d_in)
     panels = (
-        Panel(
+        _heads_panel(
             "preset_weights",
             "Attention weights with these weights",
             caption(trace, "attn_weights", "(b, h, T, T)", "one sequence"),
-            figures.heads_heatmap(
-                to_numpy(weights[0]),
-                labels,
-                labels,
-                title=f"attn_weights · preset {preset}",
-                kind="weights",
-                head_names=head_names(h),
-                presenter=presenter,
-            ),
+            to_numpy(weights[0]),
+            labels,
+            figure_title=f"attn_weights · preset {preset}",
+            kind="weights",
+            presenter=presenter,
         ),
-        Panel(
+        _heads_panel(
             "preset_scores",
             "Scores Q Kᵀ",
             caption(trace, "attn_scores", "(b, h, T, T)", "one sequence"),
-            figures.heads_heatmap(
-                to_numpy(trace.steps["attn_scores"][0]),
-                labels,
-                labels,
-                title=f"attn_scores · preset {preset}",
-                kind="scores",
-                head_names=head_names(h),
-                presenter=presenter,
-            ),
+            to_numpy(trace.steps["attn_scores"][0]),
+            labels,
+            figure_title=f"attn_scores · preset {preset}",
+            kind="scores",
+            presenter=presenter,
         ),
-        Panel(
-            "preset_w_query",
-            "W_queryᵀ (queries = x @ W_queryᵀ)",
-            f"`W_query.weight.T` · shape (d_in, d_out) = ({d_in}, {d_out}) · columns banded by head",
-            figures.matrix_heatmap(
-                wq,
-                input_labels,
-                index_labels(d_out),
-                title="W_query.weight.T",
-                column_groups=h,
-                presenter=presenter,
-                width_px=figures.NARROW_FIGURE_PX,  # two to a row
-                row_title="input",
-                col_title="query feature",
-            ),
-        ),
-        Panel(
-            "preset_w_key",
-            "W_keyᵀ (keys = x @ W_keyᵀ)",
-            f"`W_key.weight.T` · shape (d_in, d_out) = ({d_in}, {d_out}) · columns banded by head",
-            figures.matrix_heatmap(
-                wk,
-                input_labels,
-                index_labels(d_out),
-                title="W_key.weight.T",
-                column_groups=h,
-                presenter=presenter,
-                width_px=figures.NARROW_FIGURE_PX,  # two to a row
-                row_title="input",
-                col_title="key feature",
-            ),
-        ),
+        _projection_weight_panel(run.made, "query", "queries", input_labels, weights.shape[1], presenter),
+        _projection_weight_panel(run.made, "key", "keys", input_labels, weights.shape[1], presenter),
     )
-    return PresetView(preset, PRESET_TEXT[preset], weights.shape[-1], hits, panels)
+    return PresetView(preset, PRESET_TEXT[preset], weights.shape[-1], run.hits, panels)

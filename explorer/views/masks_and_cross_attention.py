@@ -10,6 +10,7 @@ import torch
 
 from mha_core import masks, teaching
 from mha_core.teaching import IMPLEMENTATIONS, MASK_KINDS, MAX_CROSS_TOKENS, MaskParams  # noqa: F401  (for the page)
+from mha_core.trace import Trace
 
 from . import figures
 from .panel import Panel, head_names, index_labels, shape_text, to_numpy
@@ -45,6 +46,85 @@ def _mask_text(mask: torch.Tensor) -> str:
 READING = "rows: queries i (the token that reads), columns: keys j (the tokens it reads)"
 
 
+def _mask_panel(mask: torch.Tensor, query_labels: list[str], key_labels: list[str], b: int, presenter: bool) -> Panel:
+    """Batch element ``b``'s (i, j) mask, True = may attend: one mask for every head."""
+    where = f"batch element {b}"
+    return Panel(
+        "mask",
+        "The mask (True = may attend)",
+        f"`attn_mask` · shape (b, i, j) = {shape_text(mask.shape)} · {READING} · {where} · "
+        "the same mask for every head",
+        figures.heads_heatmap(
+            mask[b].cpu().numpy()[None],
+            query_labels,
+            key_labels,
+            title=f"mask · {where}",
+            kind="mask",
+            head_names=["may attend"],
+            presenter=presenter,
+        ),
+    )
+
+
+def _weights_panel(
+    weights: np.ndarray, query_labels: list[str], key_labels: list[str], b: int, presenter: bool
+) -> Panel:
+    """The explicit path's (b, h, i, j) weights at batch element ``b``, one heatmap per head."""
+    where = f"batch element {b}"
+    return Panel(
+        "weights",
+        "Attention weights (explicit path): zero exactly where the mask blocks",
+        f"`attn_weights` · shape (b, h, i, j) = {shape_text(weights.shape)} · {READING} · {where}",
+        figures.heads_heatmap(
+            weights[b],
+            query_labels,
+            key_labels,
+            title=f"attn_weights · {where}",
+            kind="weights",
+            head_names=head_names(weights.shape[1]),
+            presenter=presenter,
+        ),
+    )
+
+
+def _output_panel(
+    run: teaching.CrossRun, query_labels: list[str], b: int, implementation: str, presenter: bool
+) -> Panel:
+    """The chosen implementation's (i, E) output at batch element ``b``."""
+    batch, _, tgt, _ = run.trace.steps["attn_weights"].shape  # (b, h, i, j)
+    output = to_numpy(run.trace.output if implementation == "explicit" else run.output_fused)[b]  # (i, E)
+    return Panel(
+        "output",
+        f"Output ({implementation} implementation)",
+        f"`output` · shape (b, i, E) = {shape_text((batch, tgt, output.shape[-1]))} · batch element {b}",
+        figures.matrix_heatmap(
+            output,
+            query_labels,
+            index_labels(output.shape[-1]),
+            title=f"output ({implementation})",
+            presenter=presenter,
+            row_title="query",
+            width_px=figures.NARROW_FIGURE_PX,  # the page's left half
+        ),
+    )
+
+
+def _fully_masked(trace: Trace, mask: torch.Tensor) -> tuple[list[tuple[int, tuple[int, ...]]], bool, int]:
+    """(batch element, query rows with every key masked) for each element that has some; whether the context is
+    zero on all those rows; how many (b, h, i) rows of scaled scores are −∞ throughout."""
+    fully_masked: list[tuple[int, tuple[int, ...]]] = []
+    context_zero = True
+    empty = masks.fully_masked_rows(mask).cpu()  # (b, i)
+    context = trace.steps["context_heads"].cpu()  # (b, h, i, d)
+    for n in range(empty.shape[0]):
+        rows = tuple(int(i) for i in torch.nonzero(empty[n]).flatten())
+        if rows:
+            fully_masked.append((n, rows))
+            context_zero &= bool((context[n][:, list(rows)] == 0).all())
+    nan_rows = int(torch.isneginf(trace.steps["scaled_scores"]).all(-1).sum())  # exp(−∞)/Σexp(−∞) = 0/0 there
+    return fully_masked, context_zero, nan_rows
+
+
 def build_masks_view(
     run: teaching.CrossRun,
     mask: torch.Tensor | None,
@@ -58,76 +138,15 @@ def build_masks_view(
     """The chosen batch element's mask in both conventions, the weights it gives and the fully masked rows."""
     trace, b = run.trace, batch_index
     weights = trace.numpy("attn_weights")  # (b, h, i, j)
-    batch, h, tgt, src = weights.shape
-    where = f"batch element {b}"
-    panels = []
+    panels = [] if mask is None else [_mask_panel(mask, query_labels, key_labels, b, presenter)]
+    panels.append(_weights_panel(weights, query_labels, key_labels, b, presenter))
+    panels.append(_output_panel(run, query_labels, b, implementation, presenter))
+    fully_masked, context_zero, nan_rows = [], True, 0
+    ours_text = blocked_text = ""
     if mask is not None:
-        panels.append(
-            Panel(
-                "mask",
-                "The mask (True = may attend)",
-                f"`attn_mask` · shape (b, i, j) = {shape_text(mask.shape)} · {READING} · {where} · "
-                "the same mask for every head",
-                figures.heads_heatmap(
-                    mask[b].cpu().numpy()[None],
-                    query_labels,
-                    key_labels,
-                    title=f"mask · {where}",
-                    kind="mask",
-                    head_names=["may attend"],
-                    presenter=presenter,
-                ),
-            )
-        )
-    panels.append(
-        Panel(
-            "weights",
-            "Attention weights (explicit path): zero exactly where the mask blocks",
-            f"`attn_weights` · shape (b, h, i, j) = {shape_text(weights.shape)} · {READING} · {where}",
-            figures.heads_heatmap(
-                weights[b],
-                query_labels,
-                key_labels,
-                title=f"attn_weights · {where}",
-                kind="weights",
-                head_names=head_names(h),
-                presenter=presenter,
-            ),
-        )
-    )
-    output = to_numpy(trace.output if implementation == "explicit" else run.output_fused)[b]  # (i, E)
-    panels.append(
-        Panel(
-            "output",
-            f"Output ({implementation} implementation)",
-            f"`output` · shape (b, i, E) = {shape_text((batch, tgt, output.shape[-1]))} · {where}",
-            figures.matrix_heatmap(
-                output,
-                query_labels,
-                index_labels(output.shape[-1]),
-                title=f"output ({implementation})",
-                presenter=presenter,
-                row_title="query",
-                width_px=figures.NARROW_FIGURE_PX,  # the page's left half
-            ),
-        )
-    )
-    fully_masked: list[tuple[int, tuple[int, ...]]] = []
-    context_zero = True
-    nan_rows = 0
-    if mask is not None:
-        empty = masks.fully_masked_rows(mask).cpu()  # (b, i)
-        context = trace.steps["context_heads"].cpu()  # (b, h, i, d)
-        for n in range(batch):
-            rows = tuple(int(i) for i in torch.nonzero(empty[n]).flatten())
-            if rows:
-                fully_masked.append((n, rows))
-                context_zero &= bool((context[n][:, list(rows)] == 0).all())
-        nan_rows = int(torch.isneginf(trace.steps["scaled_scores"]).all(-1).sum())  # exp(−∞)/Σexp(−∞) = 0/0 there
+        fully_masked, context_zero, nan_rows = _fully_masked(trace, mask)
         ours = mask[b].cpu()
         ours_text, blocked_text = _mask_text(ours), _mask_text(masks.to_blocked(ours))
-    else:
-        ours_text = blocked_text = ""
     return MasksView(
         query_labels,
         key_labels,

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from mha_core.listing import listing_line
+from mha_core.listing import listing_statement
 from mha_core.trace import Trace
 
 
@@ -42,7 +42,7 @@ def rows_and_columns(axes: str) -> str:
 
 def caption(trace: Trace, step: str, axes: str, note: str = "") -> str:
     """`step` · shape (b, h, T, T) = (2, 2, 6, 6): rows: queries …, columns: keys … · Listing 3.5 line 38: `code`."""
-    number, code = listing_line(step)
+    number, code = listing_statement(step)
     shape = shape_text(trace.info[step].shape) if step in trace.info else ""
     reading = rows_and_columns(axes)
     text = (

@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mha_core.listing import LISTING_LINES, STEP_LINES
+from mha_core.listing import LISTING_LINES, STEP_LINES, statement_lines
 
 # =====================================================================================================================
 # Step through: Listing 3.5, one step per screen
@@ -21,19 +21,6 @@ MARK = "+"
 
 def _line_of(fragment: str) -> int:
     return next(n for n, line in enumerate(LISTING_LINES, start=1) if fragment in line)
-
-
-def statement_lines(first: int) -> list[int]:
-    """The 1-based lines of the statement starting at ``first``: it goes on while brackets are open."""
-    depth, number, lines = 0, first, []
-    while number <= len(LISTING_LINES):
-        text = LISTING_LINES[number - 1]
-        depth += sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
-        lines.append(number)
-        if depth <= 0 and not text.rstrip().endswith("\\"):
-            break
-        number += 1
-    return lines
 
 
 def marked_listing(lines: Sequence[int]) -> str:

@@ -40,8 +40,21 @@ def screenshot(page, name: str, max_height: int = 5000) -> Path:
     viewport = page.viewport_size
     height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\")?.scrollHeight ?? 0")
     if height > viewport["height"]:
+        page.evaluate(PIN_STAGES_JS, True)  # presenter mode's stage is sized by the viewport: keep the first screen's
         page.set_viewport_size({"width": viewport["width"], "height": min(int(height) + 40, max_height)})
         page.wait_for_timeout(800)
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(viewport)
+    page.evaluate(PIN_STAGES_JS, False)
     return path
+
+
+# Pin (or release) the height of presenter mode's stage containers, which CSS sizes from the viewport's height.
+PIN_STAGES_JS = """
+(pin) => {
+  for (const stage of document.querySelectorAll("[class*='st-key-stage_']")) {
+    if (pin) stage.style.setProperty("height", `${stage.getBoundingClientRect().height}px`, "important");
+    else stage.style.removeProperty("height");
+  }
+}
+"""

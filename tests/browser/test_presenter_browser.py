@@ -1,7 +1,9 @@
 """Presenter-grade pages in headless Chromium: screenshots at the defaults, 8 heads × 64 tokens, the largest
 settings, presenter mode at 1280 × 720 and 1920 × 1080, and dark mode; and the checks a projector needs.
 
-A check fails when, in presenter mode, a page's main figure is not entirely on the first screen, or when any text is
+A check fails when, in presenter mode, a page's main figure is not entirely on the first screen (every page: Trained
+heads after a 10-step training, Cost after measuring up to 128 tokens), when a table's text is not larger than the
+same page's text in normal mode (or the table is drawn on a canvas, which CSS cannot enlarge), or when any text is
 clipped (a heading, caption, metric, table header, sidebar page name or figure title wider than its box, or a slider's
 value sitting on its knob). Every screenshot is saved under artifacts/screenshots/ (see helpers.SCREENSHOTS).
 """
@@ -22,12 +24,14 @@ PAGES = [
     ("masks", "Masks_and_cross_attention", ""),
     ("knobs", "Knobs_that_teach", ""),
     ("follow", "Follow_a_token", ""),
-    ("trained", "Trained_heads", ""),
-    ("cost", "Cost", ""),
+    ("trained", "Trained_heads", "steps=10"),  # the fewest steps the page offers: trained in a second or two
+    ("cost", "Cost", "max_tokens=128"),
 ]
 DRAWS_AT_ONCE = {"explorer", "step_through", "heads", "masks", "knobs", "follow"}
-# The figure a teacher shows in presenter mode, by page: the first chart on the page.
-MAIN_FIGURE_PAGES = {"step_through", "masks", "knobs", "follow", "heads"}
+# The figure a teacher shows in presenter mode, by page: the first chart on the page (Trained heads and Cost once
+# their button has been pressed, see press_for_results).
+MAIN_FIGURE_PAGES = {"explorer", "step_through", "masks", "knobs", "follow", "heads", "trained", "cost"}
+TABLE_PAGES = {"heads", "follow", "trained", "cost"}  # the pages that show tables
 
 SCENARIOS = {
     "defaults": "",
@@ -110,6 +114,56 @@ def open_page(page, app_url: str, path: str, query: str, *, timeout: float = 240
     assert_no_exception(page)
 
 
+def press_for_results(page, slug: str) -> None:
+    """Trained heads trains and Cost measures on a click (Train is disabled once this config is trained)."""
+    button = {"trained": "Train", "cost": "Measure"}.get(slug)
+    if button is None:
+        return
+    target = page.get_by_role("button", name=button, exact=True)
+    if target.is_enabled():
+        target.click()
+        page.wait_for_timeout(500)
+        wait_for_app(page, timeout=240_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    page.wait_for_timeout(1200)
+    assert_no_exception(page)
+
+
+# The text size of the main area's tables: each HTML table cell's, how many tables are drawn on a canvas
+# (st.dataframe, whose cells no CSS can enlarge), and the largest paragraph text outside tables and metrics.
+TABLE_FONTS_JS = """
+() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const px = (el) => parseFloat(getComputedStyle(el).fontSize);
+  const cells = [...main.querySelectorAll("[data-testid='stTable'] td")].map((td) => px(td.querySelector("p") || td));
+  const text = [...main.querySelectorAll("[data-testid='stMarkdownContainer'] p")]
+    .filter((p) => !p.closest("[data-testid='stTable'], [data-testid='stMetric']")).map(px);
+  return {canvas: main.querySelectorAll("[data-testid='stDataFrame']").length, cells, text: Math.max(0, ...text)};
+}
+"""
+
+
+def normal_mode_text_px(page, app_url: str, path: str, query: str, slug: str) -> float:
+    """The largest text of the page in normal mode (its tables, on a canvas or in HTML, are no larger)."""
+    open_page(page, app_url, path, query)
+    press_for_results(page, slug)
+    fonts = page.evaluate(TABLE_FONTS_JS)
+    return max([fonts["text"], *fonts["cells"]])
+
+
+def table_font_problems(fonts: dict, name: str, normal_px: float) -> list[str]:
+    """In presenter mode every table is HTML, each cell's text larger than the page's text in normal mode."""
+    problems = []
+    if fonts["canvas"]:
+        problems.append(f"{name}: {fonts['canvas']} table(s) drawn on a canvas, at the theme's size")
+    if not fonts["cells"] and not fonts["canvas"]:
+        problems.append(f"{name}: no table found")
+    small = [size for size in fonts["cells"] if size <= normal_px]
+    if small:
+        problems.append(f"{name}: table text at {min(small)} px, not larger than normal mode's {normal_px} px")
+    return problems
+
+
 def clipped_text(page) -> list[str]:
     return page.evaluate(CLIPPED_TEXT_JS)
 
@@ -119,9 +173,17 @@ def first_screen(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
+# Code on a projector is read, not scrolled: a code block wider than its box is cut at its right edge.
+CUT_CODE_JS = """
+() => [...document.querySelectorAll("[data-testid='stMain'] pre")]
+  .filter((pre) => pre.offsetParent && pre.scrollWidth > pre.clientWidth + 1)
+  .map((pre) => `code cut: "${pre.innerText.slice(0, 40)}" (${pre.scrollWidth} > ${pre.clientWidth} px)`)
+"""
+
+
 def check_presenter_page(page, slug: str, name: str) -> list[str]:
-    """Problems a projector would show: the main figure off the first screen, clipped text."""
-    problems = [f"{name}: {p}" for p in clipped_text(page)]
+    """Problems a projector would show: the main figure off the first screen, clipped text or code."""
+    problems = [f"{name}: {p}" for p in clipped_text(page) + page.evaluate(CUT_CODE_JS)]
     if slug in MAIN_FIGURE_PAGES:
         box = page.evaluate(MAIN_FIGURE_JS)
         if box is None:
@@ -158,6 +220,7 @@ def test_presenter_mode_puts_each_main_figure_on_the_first_screen_and_cuts_no_te
         for slug, path, query in PAGES:
             name = f"presenter_{size[0]}x{size[1]}_{slug}"
             open_page(page, app_url, path, "&".join(q for q in (query, "presenter=true") if q))
+            press_for_results(page, slug)
             if page.locator("[data-testid='stSidebar']").get_attribute("data-collapsed") != "true":
                 problems.append(f"{name}: the sidebar is open")
             first_screen(page, name)
@@ -165,6 +228,9 @@ def test_presenter_mode_puts_each_main_figure_on_the_first_screen_and_cuts_no_te
             screenshot(page, f"{name}_full")
             if slug == "step_through":  # the folded sidebar is reachable, and nothing in it is cut
                 problems += open_sidebar(page, f"{name}_sidebar")
+            if slug in TABLE_PAGES and size == (1280, 720):  # tables grow (at one size: the CSS is the same)
+                fonts = page.evaluate(TABLE_FONTS_JS)
+                problems += table_font_problems(fonts, name, normal_mode_text_px(page, app_url, path, query, slug))
     finally:
         context.close()
     assert not problems, "\n".join(problems)

@@ -65,6 +65,27 @@ def x_tick_count(size: PanelSize, labels: list[str], presenter: bool) -> int:
     return tick_count(size.width, widest)
 
 
+def clear_of_next_panel(ticks: dict, n_cols: int, size: PanelSize, presenter: bool) -> dict:
+    """Drop the last labels that would run into the next panel's first label (seen: "stepYour").
+
+    A label is centred on its cell and overhangs it by half its extra width. The gap between panels is not
+    counted on: a page may draw the figure narrower than planned (presenter mode stretches it to the screen's
+    height), which squeezes the gap with the cells, while the labels keep their size.
+    """
+    positions, texts = list(ticks["tickvals"]), list(ticks["ticktext"])
+    if n_cols < 2 or len(positions) < 2 or size.cell_width <= 0:
+        return ticks
+    font = _font(presenter)
+    n = round(size.width / size.cell_width)  # cells across the panel
+    first_half = text_px(texts[0], font) / 2  # the next panel's first label, left of its first cell's centre
+    while len(positions) > 1:
+        room = (n - positions[-1] - 0.5) * size.cell_width  # from the last label's centre to the panel's edge
+        if room >= text_px(texts[-1], font) / 2 + first_half - size.cell_width / 2 + 0.6 * font:
+            break
+        positions, texts = positions[:-1], texts[:-1]
+    return ticks | {"tickvals": positions, "ticktext": texts}
+
+
 def y_tick_count(size: PanelSize, presenter: bool) -> int:
     """Labels beside a panel: one per line height of the tick font."""
     return tick_count(size.height, 1.2 * _font(presenter) - 8)

@@ -14,6 +14,7 @@ from .heatmap_layout import (
     PanelSize,
     below_plot_px,
     cell_text_fits,
+    clear_of_next_panel,
     panel_size,
     row_gap_px,
     side_px,
@@ -111,6 +112,45 @@ def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, 
     return {"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar}
 
 
+def _look(kind: str, titles: tuple[str, str], hover, customdata, show_text: bool, presenter: bool) -> dict:
+    """What every head's traces share: axis titles, hover template and data, cell text, the masked cells' name."""
+    return {
+        "row_title": titles[0],
+        "col_title": titles[1],
+        "hover": hover,
+        "customdata": customdata,
+        "show_text": show_text,
+        "text_font": {"size": _font(presenter, 0.85)},
+        "masked_label": "causally masked" if kind == "keep" else "masked (−∞)",
+    }
+
+
+def _name(panel_names: list[str] | None, k: int) -> str:
+    return panel_names[k] if panel_names else ""
+
+
+def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels, titles, shown, presenter) -> None:
+    """Ticks and titles on every panel's axes (``grid`` = heads, rows, columns; ``labels`` = rows', columns')."""
+    h, n_rows, n_cols = grid
+    short_rows, short_cols = labels
+    x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
+    y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
+    x_axis_ticks = clear_of_next_panel(_axis_ticks(short_cols, x_ticks), n_cols, size, presenter)
+    ticks = (x_axis_ticks, _axis_ticks(short_rows, y_ticks))
+    _axes(layout, h, n_rows, n_cols, ticks, titles, (shown.clip_x, shown.clip_y))
+    if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
+        _square_cells(layout, h, n_cols, size, short_rows, presenter)
+
+
+def _swatches(data: list[dict], masked_label: str, presenter: bool) -> list[dict]:
+    """A legend entry for masked and for NaN cells, each only when some trace draws them."""
+    return [
+        _legend_swatch(label, color, presenter)
+        for role, label, color in (("masked", masked_label, MASKED_COLOR), ("nan", "NaN", NAN_COLOR))
+        if any((t.get("meta") or {}).get("role") == role for t in data)
+    ]
+
+
 def _heatmap_figure(
     matrices: np.ndarray,
     row_labels: Sequence[object] | None,
@@ -140,36 +180,20 @@ def _heatmap_figure(
     short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
     size = panel_size(i, j, n_cols, presenter, width_px, _labels_px(short_rows, presenter))
     hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
-    look = {
-        "row_title": row_title,
-        "col_title": col_title,
-        "hover": hover,
-        "customdata": customdata,
-        "show_text": shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, _widest_value(z), presenter),
-        "text_font": {"size": _font(presenter, 0.85)},
-        "masked_label": "causally masked" if kind == "keep" else "masked (−∞)",
-    }
+    show_text = shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, _widest_value(z), presenter)
+    look = _look(kind, (row_title, col_title), hover, customdata, show_text, presenter)
     gap = row_gap_px(presenter, bool(panel_names))
     plot_px = n_rows * size.height + (n_rows - 1) * gap
     v_space = gap / plot_px if n_rows > 1 else None
     layout = subplot_grid(
         n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square and shown.exact
     )
-    data = []
-    for k in range(h):
-        data += _head_traces(z, shown, k, lo, hi, panel_names[k] if panel_names else "", look)
-    x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
-    y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
-    ticks = (_axis_ticks(short_cols, x_ticks), _axis_ticks(short_rows, y_ticks))
-    _axes(layout, h, n_rows, n_cols, ticks, (row_title, col_title), (shown.clip_x, shown.clip_y))
-    if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
-        _square_cells(layout, h, n_cols, size, short_rows, presenter)
+    data = [trace for k in range(h) for trace in _head_traces(z, shown, k, lo, hi, _name(panel_names, k), look)]
+    _grid_axes(layout, (h, n_rows, n_cols), size, (short_rows, short_cols), (row_title, col_title), shown, presenter)
     clipped_top = kind == "weights" and clipped_above(z, hi)
     bar_ticks = min(7, int(COLORBAR_LEN * plot_px // (1.5 * _font(presenter))))
     layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top, bar_ticks)
-    for role, label, color in (("masked", look["masked_label"], MASKED_COLOR), ("nan", "NaN", NAN_COLOR)):
-        if any((t.get("meta") or {}).get("role") == role for t in data):
-            data.append(_legend_swatch(label, color, presenter))
+    data += _swatches(data, look["masked_label"], presenter)
     layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
@@ -282,6 +306,54 @@ def matrix_heatmap(
     )
 
 
+def _band_shape(k: int, x0: float, x1: float, band_px: float, color: str) -> dict:
+    """Head k's coloured band, ``band_px`` tall, just above the plot over columns x0 … x1."""
+    return dict(
+        type="rect",
+        name=f"head band {k}",
+        xref="x",
+        yref="y domain",
+        x0=x0,
+        x1=x1,
+        ysizemode="pixel",
+        yanchor=1,
+        y0=3,
+        y1=3 + band_px,
+        fillcolor=color,
+        line={"width": 1, "color": "white"},
+    )
+
+
+def _band_label(label: str, x: float, band_px: float, color: str, presenter: bool) -> dict:
+    """A band's label, centred on it, in the colour that reads on the band."""
+    return dict(
+        text=label,
+        xref="x",
+        yref="y domain",
+        x=x,
+        y=1,
+        yanchor="bottom",
+        yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
+        showarrow=False,
+        font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
+    )
+
+
+def _head_separator(x: float) -> dict:
+    """A dark vertical line between two heads' columns."""
+    return dict(
+        type="line",
+        name="head separator",
+        xref="x",
+        yref="y domain",
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        line={"width": 2, "color": "#222"},
+    )
+
+
 def _band_columns(
     layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, cell_px: float
 ) -> int:
@@ -302,51 +374,12 @@ def _band_columns(
     shapes, annotations = layout.setdefault("shapes", []), layout.setdefault("annotations", [])
     for k, color in enumerate(head_colors(groups)):
         x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
-        shapes.append(
-            dict(
-                type="rect",
-                name=f"head band {k}",
-                xref="x",
-                yref="y domain",
-                x0=x0,
-                x1=x1,
-                ysizemode="pixel",
-                yanchor=1,
-                y0=3,
-                y1=3 + band_px,
-                fillcolor=color,
-                line={"width": 1, "color": "white"},
-            )
-        )
+        shapes.append(_band_shape(k, x0, x1, band_px, color))
         label = next(
             (text for text in (_escape(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
         )
         if label is not None:
-            annotations.append(
-                dict(
-                    text=label,
-                    xref="x",
-                    yref="y domain",
-                    x=(x0 + x1) / 2,
-                    y=1,
-                    yanchor="bottom",
-                    yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
-                    showarrow=False,
-                    font={"size": label_font, "color": _text_color_on(color)},
-                )
-            )
+            annotations.append(_band_label(label, (x0 + x1) / 2, band_px, color, presenter))
         if k:
-            shapes.append(
-                dict(
-                    type="line",
-                    name="head separator",
-                    xref="x",
-                    yref="y domain",
-                    x0=x0,
-                    x1=x0,
-                    y0=0,
-                    y1=1,
-                    line={"width": 2, "color": "#222"},
-                )
-            )
+            shapes.append(_head_separator(x0))
     return band_px + 6

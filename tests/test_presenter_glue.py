@@ -1,0 +1,38 @@
+"""Presenter mode's glue helpers: wrapped code keeps its indentation, tables printed as text keep their formats."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from explorer.glue.boundary import HANGING, MOST_HANGING, formatted_cells, hanging_indent_css
+
+
+def widths(css: str) -> dict[int, int]:
+    """Line number → hanging width (ch) of each per-line rule."""
+    return {int(n): int(w) for n, w in re.findall(r"nth-child\((\d+)\)[^{]*\{ padding-left: (\d+)ch", css)}
+
+
+def test_each_wrapped_line_continues_under_its_own_indentation_capped_in_a_narrow_column():
+    code = " class A:\n+    def f(self, x):\n         return x\n\n" + " " * 30 + "deep"
+    css = hanging_indent_css("listing", code, line_numbers=True, marker=1)
+    # line 1: the diff marker only; 2: marker + 4 spaces; 3: marker + 8; 4: blank (no rule); 5: capped
+    assert widths(css) == {1: 1 + HANGING, 2: 5 + HANGING, 3: min(9 + HANGING, MOST_HANGING), 5: MOST_HANGING}
+    assert ".st-key-listing code > span:nth-child(2) > span:last-child" in css  # the line's text, not its number
+    plain = hanging_indent_css("step", "x = (1,\n     2)", line_numbers=False)
+    assert widths(plain) == {2: 5 + HANGING} and "nth-child(2) {" in plain
+
+
+def test_tables_as_text_keep_their_printf_formats_in_each_shape_a_page_passes():
+    columns = {"step": ["a", "b"], "diff": [0.0, 1.5e-7], "n": [3, 4]}
+    assert formatted_cells(columns, {"diff": "%.3e"}) == {
+        "step": ["a", "b"],
+        "diff": ["0.000e+00", "1.500e-07"],
+        "n": [3, 4],
+    }
+    rows = [{"T": 64, "ms": 1.23456, "equal": True}]
+    assert formatted_cells(rows, {}) == [{"T": 64, "ms": "1.235", "equal": True}]
+    frame = pd.DataFrame({"0": [15, 0.5]}, index=["token", "weight"])
+    shown = formatted_cells(frame, {"0": "%.2f"})
+    assert list(shown.index) == ["token", "weight"] and list(shown["0"]) == ["15.00", "0.50"]
