@@ -54,7 +54,7 @@ def visit(port: int, kind: str) -> str | None:
     return None if result.ok else f"{kind}: {result.status} {result.errors[:2]}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=240)
     parser.add_argument("--clients", type=int, default=4)
@@ -86,7 +86,27 @@ def main(argv: list[str] | None = None) -> int:
         help="run the server with PYTHONMALLOC=malloc: Python objects in glibc's heap, which "
         "malloc_trim can hand back, instead of Python's own arenas",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def warm_up(port: int, kinds: list[str]) -> None:
+    """One visit of each kind, so that what a page imports on its first use is loaded before the soak starts."""
+    for kind in dict.fromkeys(kinds):
+        error = visit(port, kind)
+        assert error is None, error
+
+
+def report_progress(threads, began: float, deadline: float, every: float, server, sampler, counts, errors) -> None:
+    """A JSON line on stderr every ``every`` seconds while the clients run."""
+    while any(thread.is_alive() for thread in threads):
+        time.sleep(min(every, max(1.0, deadline - time.monotonic())))
+        progress = {"elapsed_s": round(time.monotonic() - began), "rss_mb": round(server.rss_mb())}
+        progress |= {"peak_mb": round(sampler.peak_mb), "visits": sum(counts.values()), "errors": len(errors)}
+        print(json.dumps(progress), file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     parser_env = {} if args.idle_clear_seconds is None else {"MHA_IDLE_CLEAR_S": str(args.idle_clear_seconds)}
     env = parser_env | ({"PYTHONMALLOC": "malloc"} if args.system_malloc else {})
     kinds = args.kinds or ["default", "medium", "medium", "large", "trained", "hang_up"]
@@ -99,9 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         start_mb = server.rss_mb()
         warm_mb = None
         if args.warm:
-            for kind in dict.fromkeys(kinds):
-                error = visit(server.port, kind)
-                assert error is None, error
+            warm_up(server.port, kinds)
             time.sleep(5)
             warm_mb = server.rss_mb()
         sampler = RssSampler(server.pid).__enter__()
@@ -121,12 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         threads = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
         for thread in threads:
             thread.start()
-        began = time.monotonic()
-        while args.report_every and any(thread.is_alive() for thread in threads):
-            time.sleep(min(args.report_every, max(1.0, deadline - time.monotonic())))
-            progress = {"elapsed_s": round(time.monotonic() - began), "rss_mb": round(server.rss_mb())}
-            progress |= {"peak_mb": round(sampler.peak_mb), "visits": sum(counts.values()), "errors": len(errors)}
-            print(json.dumps(progress), file=sys.stderr, flush=True)
+        if args.report_every:
+            report_progress(threads, time.monotonic(), deadline, args.report_every, server, sampler, counts, errors)
         for thread in threads:
             thread.join(args.seconds + 400)
         closed_mb = server.rss_mb()
