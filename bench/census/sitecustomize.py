@@ -50,7 +50,7 @@ def glibc_heap(libc) -> dict[str, float]:
         libc.malloc_info(0, handle)
         libc.fclose(handle)
         arenas = Path(xml.name).read_text().count("<heap nr=")
-    return {"in_use_mb": info.uordblks / 2**20, "free_mb": info.fordblks / 2**20, "arenas": arenas}
+    return {"in_use_mb": round(info.uordblks / 2**20, 1), "free_mb": round(info.fordblks / 2**20, 1), "arenas": arenas}
 
 
 def sessions() -> dict[str, int]:
@@ -85,7 +85,7 @@ def census(collect: bool) -> dict:
         "gc_objects": len(objects),
         "top_types": dict(by_type.most_common(12)),
         "torch_tensors": len(tensors),
-        "torch_tensor_mb": sum(t.element_size() * t.nelement() for t in tensors) / 2**20,
+        "torch_tensor_mb": round(sum(t.element_size() * t.nelement() for t in tensors) / 2**20, 1),
         "sessions": sessions(),
     }
     del objects, tensors
