@@ -14,9 +14,9 @@ Three of them, all because a Streamlit server is one process whose sessions are 
    a requirement; this project's machines have orjson 3.8.3). Our heatmaps' ``customdata`` is an object array, which
    orjson refuses; plotly then cleans the figure and tries again, and orjson 3.8.3's failed first try leaks its
    references: the figure's arrays are never freed. Measured outside Streamlit (8 heads × 64 tokens, both sections
-   serialised): 0.5 MB of the heap stays allocated per run, after ``gc.collect`` (300 runs: 88 → 243 MB); with
-   ``json`` it stays flat, and each figure serialises in about 4 ms instead of 11 (the failed try costs more than it
-   saves). In a server that leak was most of what idle RSS kept after a class (bench/engine_leak.py).
+   serialised; bench/engine_leak.py): 0.5 MB of the heap stays allocated per run after ``gc.collect`` (100 runs:
+   88.6 → 140.1 MB); with ``json`` it stays flat (87.9 → 88.1 MB), and each figure serialises in 3 ms instead of 12
+   (the failed try costs more than it saves). In a server that leak was most of what idle RSS kept after a class.
 
 A Streamlit server is one Python process whose sessions are threads, on at most 2 CPUs here and on Community Cloud.
 torch's thread pools belong to the process, so no session may change them (a session that did would change them
