@@ -103,6 +103,13 @@ def test_the_head_view_draws_every_kept_weight_and_stays_bounded():
     assert len(line_traces) <= 16 * len(head_view.BANDS)
 
 
+def test_the_head_views_legend_sits_beside_the_plot_clear_of_its_subtitle():
+    """Seen in presenter mode: "line strength = attention weight" printed over the "head 0 / head 1" legend."""
+    fig = head_view.build_head_view(explorer_run(Settings()), batch_index=0, focus=None, presenter=True).panel.figure
+    assert "line strength" in fig.layout.title.subtitle.text  # above the plot, under the title
+    assert fig.layout.legend.x >= 1 and fig.layout.legend.xanchor == "left" and fig.layout.legend.orientation != "h"
+
+
 def test_new_builders_pass_plotlys_validation_unchanged():
     import plotly.graph_objects as go
 

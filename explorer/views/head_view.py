@@ -166,7 +166,7 @@ def head_view_figure(
     layout = {
         "xaxis": {"visible": False, "range": [-0.6, 1.6], "fixedrange": True},
         "yaxis": {"visible": False, "autorange": "reversed"},
-        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},  # beside the plot: clear of the subtitle
         "hovermode": "closest",
     }
     k = top_k(h, t)
