@@ -19,7 +19,7 @@ from mha_core.trace import Trace
 
 from . import figures
 from .explorer_reshapes import reshape_panels
-from .panel import Panel, caption, head_names
+from .panel import Panel, caption, token_heads_panel
 
 
 def _per_head_panel(
@@ -36,19 +36,9 @@ def _per_head_panel(
 ) -> Panel:
     """One (h, T, T) matrix of the trace at batch element ``b``, one heatmap per head."""
     values = trace.numpy(step)[b]  # (h, T, T)
-    return Panel(
-        step,
-        title,
-        caption(trace, step, "(b, h, T, T)", note),
-        figures.heads_heatmap(
-            values,
-            labels,
-            labels,
-            title=figure_title,
-            kind=kind,
-            head_names=head_names(values.shape[0]),
-            presenter=presenter,
-        ),
+    text = caption(trace, step, "(b, h, T, T)", note)
+    return token_heads_panel(
+        step, title, text, values, labels, figure_title=figure_title, kind=kind, presenter=presenter
     )
 
 

@@ -12,7 +12,7 @@ from mha_core.reference import ReferenceReport
 from mha_core.trace import Trace, trace_forward
 
 from . import figures
-from .panel import Panel, caption, head_names, rows_and_columns, shape_text, to_numpy
+from .panel import Panel, caption, rows_and_columns, shape_text, to_numpy, token_heads_panel
 
 # =====================================================================================================================
 # Heads and references
@@ -48,36 +48,6 @@ def run_heads(module, x: torch.Tensor) -> HeadsRun:
     return HeadsRun(heads.separate_heads(module, x), trace_forward(module, x))
 
 
-def _heads_panel(
-    key: str,
-    title: str,
-    text: str,
-    values: np.ndarray,
-    labels: list[str],
-    *,
-    figure_title: str,
-    kind: str,
-    zmax: float | None,
-    presenter: bool,
-) -> Panel:
-    """(h, T, T) values of one batch element, one heatmap per head, tokens on both axes."""
-    return Panel(
-        key,
-        title,
-        text,
-        figures.heads_heatmap(
-            values,
-            labels,
-            labels,
-            title=figure_title,
-            kind=kind,
-            head_names=head_names(values.shape[0]),
-            zmax=zmax,
-            presenter=presenter,
-        ),
-    )
-
-
 def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, presenter: bool) -> HeadsView:
     """Section 3.6.2: every head on its own (the wrapper's way) beside the batched module, and the difference."""
     separate, batched = run.separate, run.batched
@@ -91,7 +61,7 @@ def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, pres
     top = figures.weights_top(alone, together)  # the pair on one scale, by the one rule for weights
     reading = rows_and_columns("(b, h, T, T)")
     panels = (
-        _heads_panel(
+        token_heads_panel(
             "heads_separate",
             "Each head on its own (MultiHeadAttentionWrapper)",
             f"`separate_heads(...).weights` · shape {shape} · {reading} · {where} · each head's own slice of "
@@ -103,7 +73,7 @@ def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, pres
             zmax=top,
             presenter=presenter,
         ),
-        _heads_panel(
+        token_heads_panel(
             "heads_batched",
             "The same heads from the batched module (Listing 3.5)",
             caption(batched, "attn_weights", "(b, h, T, T)", where),
@@ -114,7 +84,7 @@ def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, pres
             zmax=top,
             presenter=presenter,
         ),
-        _heads_panel(
+        token_heads_panel(
             "heads_difference",
             "Difference: separate − batched",
             f"shape {shape} · {reading} · {where} · max |difference| = {diff_max:.3g}",

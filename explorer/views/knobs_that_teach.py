@@ -17,7 +17,7 @@ from mha_core.teaching import MAX_PRESET_TOKENS, POSITION_PATTERNS, PRESETS  # n
 from mha_core.trace import Trace, trace_forward
 
 from . import figures
-from .panel import Panel, caption, head_names, index_labels, shape_text, to_numpy
+from .panel import Panel, caption, head_names, index_labels, shape_text, to_numpy, token_heads_panel
 
 # =====================================================================================================================
 # Knobs that teach
@@ -60,34 +60,6 @@ def run_temperature(module, x: torch.Tensor, multiplier: float) -> TemperatureRu
     sweep = teaching.entropy_sweep(module, x, [float(m) for m in SCALE_MULTIPLIERS])
     return TemperatureRun(
         multiplier, scale, trace, teaching.row_entropy(weights), most, most.mean().item(), tuple(sweep)
-    )
-
-
-def _heads_panel(
-    key: str,
-    title: str,
-    text: str,
-    values: np.ndarray,
-    labels: list[str],
-    *,
-    figure_title: str,
-    kind: str,
-    presenter: bool,
-) -> Panel:
-    """(h, T, T) values of one sequence, one heatmap per head, tokens on both axes."""
-    return Panel(
-        key,
-        title,
-        text,
-        figures.heads_heatmap(
-            values,
-            labels,
-            labels,
-            title=figure_title,
-            kind=kind,
-            head_names=head_names(values.shape[0]),
-            presenter=presenter,
-        ),
     )
 
 
@@ -143,7 +115,7 @@ def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter:
     multiplier, scale, trace = run.multiplier, run.scale, run.trace
     weights = trace.steps["attn_weights"]
     panels = (
-        _heads_panel(
+        token_heads_panel(
             "temperature_weights",
             f"Attention weights at scale {scale:.3g} (× {multiplier:g} of 1/√head_dim)",
             caption(trace, "attn_weights", "(b, h, T, T)", "batch element 0"),
@@ -215,7 +187,7 @@ def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -
     keep[~to_numpy(report.allowed[0])] = -np.inf  # causally masked: neither kept nor dropped
     where = "batch element 0"
     panels = (
-        _heads_panel(
+        token_heads_panel(
             "dropout_before",
             "Before dropout",
             caption(trace, "attn_weights", "(b, h, T, T)", where),
@@ -231,7 +203,7 @@ def build_dropout_view(run: DropoutRun, labels: list[str], *, presenter: bool) -
             caption(trace, "dropout_keep", "(b, h, T, T)", where),
             keep_mask_figure(keep, labels, presenter),
         ),
-        _heads_panel(
+        token_heads_panel(
             "dropout_after",
             f"After dropout: survivors × 1/(1−p) = × {report.scale:.3g}",
             caption(trace, "attn_weights_dropped", "(b, h, T, T)", where),
@@ -355,7 +327,7 @@ def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
     weights = trace.steps["attn_weights"]
     input_labels = labels if preset in teaching.POSITION_PATTERNS else index_labels(run.made.d_in)
     panels = (
-        _heads_panel(
+        token_heads_panel(
             "preset_weights",
             "Attention weights with these weights",
             caption(trace, "attn_weights", "(b, h, T, T)", "one sequence"),
@@ -365,7 +337,7 @@ def build_preset_view(run: PresetRun, *, presenter: bool) -> PresetView:
             kind="weights",
             presenter=presenter,
         ),
-        _heads_panel(
+        token_heads_panel(
             "preset_scores",
             "Scores Q Kᵀ",
             caption(trace, "attn_scores", "(b, h, T, T)", "one sequence"),

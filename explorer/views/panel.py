@@ -67,3 +67,35 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
 def index_labels(n: int) -> list[str]:
     """Axis labels 0 … n − 1 for a dimension that has no tokens (features, head dims)."""
     return [str(k) for k in range(n)]
+
+
+def token_heads_panel(
+    key: str,
+    title: str,
+    text: str,
+    values: np.ndarray,
+    labels: list[str],
+    *,
+    figure_title: str,
+    kind: str,
+    presenter: bool,
+    zmax: float | None = None,
+) -> Panel:
+    """(h, T, T) values of one sequence, one heatmap per head, tokens on both axes: how every page draws them."""
+    from . import figures  # figures does not import panel; imported here to keep panel.py light for its users
+
+    return Panel(
+        key,
+        title,
+        text,
+        figures.heads_heatmap(
+            values,
+            labels,
+            labels,
+            title=figure_title,
+            kind=kind,
+            head_names=head_names(values.shape[0]),
+            zmax=zmax,
+            presenter=presenter,
+        ),
+    )
