@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": args.seconds,
                 "clients": args.clients,
                 "settle_seconds": args.settle_seconds,
-                "idle_clear_seconds": args.idle_clear_seconds or "production (explorer.idle)",
+                "idle_clear_seconds": args.idle_clear_seconds or "production (explorer.glue.idle)",
                 "kinds": kinds,
                 "start_mb": round(start_mb),
                 "warm_start_mb": None if warm_mb is None else round(warm_mb),
