@@ -229,9 +229,10 @@ def heads_heatmap(
     """One heatmap per head, side by side (four to a row), sharing one colour scale and one colour bar.
 
     matrices: (h, i, j), one (query × key) matrix per head; rows are labelled by query tokens, columns by key
-    tokens. kind: "weights" (0..1, Blues), "scores" (RdBu, symmetric about 0), "values" (RdBu, symmetric)
-    or "mask" (True = may attend; two colours). zmin/zmax override the shared range, which otherwise comes
-    from the finite values of all heads (0..1 for weights). −∞ cells are drawn grey and NaN cells magenta.
+    tokens. kind: "weights" (viridis, 0 up to the 99th percentile of the positive weights), "scores" and
+    "values" (RdBu, symmetric about 0), or "mask" (True = may attend; two colours); see style.py for every kind.
+    zmin/zmax override the shared range, which otherwise comes from the finite values of all heads. −∞ cells
+    are drawn grey and NaN cells magenta.
 
     Up to ``hover_tokens_limit`` cells in all, hover gives each cell's two tokens; up to ``hover_exact_limit``
     it gives the value to 4 decimals (the trace's z is the input itself, −∞ and NaN set to NaN), and small
