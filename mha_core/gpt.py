@@ -35,6 +35,7 @@ GPT_CONFIG_124M = {
 }
 
 COMPUTE_DTYPE = torch.float32
+HEAD_ROWS = 4096  # out_head rows cast to float32 at a time when stored smaller (12 MB at E = 768)
 
 
 def check_config(cfg: dict) -> dict:
@@ -153,8 +154,10 @@ class GPTModel(nn.Module):
         weight = self.out_head.weight  # (V, E), possibly bfloat16 and tied to tok_emb
         if weight.dtype == COMPUTE_DTYPE:
             return self.out_head(x)
-        slices = [x @ weight[i : i + 8192].to(COMPUTE_DTYPE).T for i in range(0, weight.shape[0], 8192)]
-        return torch.cat(slices, dim=-1)  # (b, T, V)
+        logits = x.new_empty(*x.shape[:-1], weight.shape[0])  # (b, T, V), filled in place: no second copy
+        for i in range(0, weight.shape[0], HEAD_ROWS):
+            logits[..., i : i + HEAD_ROWS] = x @ weight[i : i + HEAD_ROWS].to(COMPUTE_DTYPE).T  # (b, T, rows)
+        return logits
 
     @torch.no_grad()
     def residual_inputs(self, in_idx: torch.Tensor, upto: int | None = None) -> list[torch.Tensor]:
@@ -200,11 +203,17 @@ class GPTModel(nn.Module):
 
 
 def in_compute_dtype(module: nn.Module) -> nn.Module:
-    """``module`` itself when its parameters are float32, else a float32 copy (the shared original untouched)."""
+    """``module`` itself when its parameters are float32, else a float32 copy (the shared original untouched).
+
+    The copy is made straight from the stored weights (deepcopy's memo hands it each float32 cast), so no second
+    copy in the stored dtype is made, and float32 buffers (the causal mask) are shared, not copied: never mutate it.
+    """
     first = next(module.parameters(), None)
     if first is None or first.dtype == COMPUTE_DTYPE:
         return module
-    return copy.deepcopy(module).to(COMPUTE_DTYPE)
+    memo = {id(b): b.to(COMPUTE_DTYPE) if b.is_floating_point() else b for b in module.buffers()}
+    memo.update({id(p): nn.Parameter(p.detach().to(COMPUTE_DTYPE), p.requires_grad) for p in module.parameters()})
+    return copy.deepcopy(module, memo)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 import torch.nn as nn
+from torch.overrides import TorchFunctionMode
 
 from . import masks
 
@@ -121,7 +122,7 @@ def build_gpt2(get: Getter, cfg: dict, dtype: torch.dtype):
 
     if dtype not in STORAGE_DTYPES:
         raise ValueError(f"dtype must be one of {STORAGE_DTYPES}, got {dtype}")
-    with torch.device("meta"):
+    with torch.device("meta"), _ShapesOnly():
         model = GPTModel(cfg)  # no memory: every tensor is a shape only
     mask = masks.book_causal_buffer(cfg["context_length"])  # (C, C), real, shared by every block (read only)
     for name, (target, transposed) in TOP_MAP.items():
@@ -141,6 +142,22 @@ def build_gpt2(get: Getter, cfg: dict, dtype: torch.dtype):
     if left:
         raise RuntimeError(f"GPT-2 mapping left tensors unset: {left}")
     return model.eval()
+
+
+class _ShapesOnly(TorchFunctionMode):
+    """Skip initialising meta tensors (in-place inits, triu): torch has no C++ meta kernel for normal_ and triu, and
+    its Python ones import sympy and 800 modules, 73 MB kept for good. Thread-local, like torch.device("meta")."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        first = args[0] if args else kwargs.get("tensor", kwargs.get("input"))  # nn.init passes tensor=...
+        if isinstance(first, torch.Tensor) and first.is_meta:
+            name = getattr(func, "__name__", "")
+            if name.endswith("_") and not name.startswith("__"):  # normal_, uniform_, kaiming_uniform_: values unused
+                return first
+            if func in (torch.triu, torch.Tensor.triu):  # the causal mask, same shape: replaced by a real one
+                return first
+        return func(*args, **kwargs)
 
 
 def _read(get: Getter, name: str, dtype: torch.dtype, transposed: bool) -> torch.Tensor:

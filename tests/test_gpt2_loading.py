@@ -9,7 +9,10 @@ from __future__ import annotations
 import functools
 import http.server
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +20,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from mha_core import gpt2_download
+from mha_core import gpt, gpt2_download
 from mha_core.gpt import GPT2_CONFIG, GPTModel, count_parameters, load_hf_gpt2
 from mha_core.gpt2_download import (
     DownloadStoppedError,
@@ -29,6 +32,7 @@ from mha_core.gpt2_download import (
 )
 from mha_core.trace import trace_forward
 
+ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ["Your journey starts with one step.", "Every effort moves you forward.", "The cat sat on the mat."] * 4
 
 
@@ -84,13 +88,14 @@ def test_keys_with_and_without_the_transformer_prefix(hf, ids):
         torch.testing.assert_close(load_hf_gpt2(bare, tiny_cfg())(ids), hf_logits(hf, ids), atol=1e-5, rtol=0)
 
 
-def test_bfloat16_storage_equals_transformers_on_the_same_rounded_weights(hf, ids):
+def test_bfloat16_storage_equals_transformers_on_the_same_rounded_weights(hf, ids, monkeypatch):
     """bfloat16 keeps 8 significant bits: the only difference from float32 is rounding each weight once.
 
     So our bfloat16 model (computing in float32) must match transformers run on the bfloat16-rounded weights to
     1e-5, and the unrounded model within 2 % of the logits' range (a relative step of 2⁻⁸ per weight, a few
     weights per path, averaged over 32-wide sums).
     """
+    monkeypatch.setattr(gpt, "HEAD_ROWS", 7)  # out_head cast in 15 slices, the last one short
     model = load_hf_gpt2(hf.state_dict(), tiny_cfg(), dtype=torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     rounded = tiny_hf()
@@ -154,6 +159,32 @@ def test_trace_of_any_block_gives_transformers_attention_weights(hf, ids):
         trace = trace_forward(model.attention_module(layer), model.attention_input(ids, layer))
         torch.testing.assert_close(trace.steps["attn_weights"], expected[layer], atol=1e-5, rtol=0)
     torch.testing.assert_close(model.attention_weights(ids), torch.stack(expected), atol=1e-5, rtol=0)
+
+
+def test_a_float32_copy_of_a_block_shares_the_mask_and_leaves_the_original(hf):
+    model = load_hf_gpt2(hf.state_dict(), tiny_cfg(), dtype=torch.bfloat16)
+    block = model.trf_blocks[1]
+    copy = gpt.in_compute_dtype(block)
+    assert {p.dtype for p in copy.parameters()} == {torch.float32}
+    assert {p.dtype for p in block.parameters()} == {torch.bfloat16}
+    assert copy.att.mask is block.att.mask
+    torch.testing.assert_close(copy.ff.layers[0].weight, block.ff.layers[0].weight.float(), atol=0, rtol=0)
+
+
+def test_loading_imports_no_symbolic_machinery():
+    """torch's Python meta kernels (triu, normal_ on the meta device) would import sympy: 73 MB, kept for good."""
+    script = (
+        "import sys, torch\n"
+        "from mha_core.gpt import load_hf_gpt2\n"
+        "from mha_core.gpt2_weights import expected_shapes\n"
+        "cfg = dict(vocab_size=50, context_length=16, emb_dim=8, n_heads=2, n_layers=1, drop_rate=0.0, qkv_bias=True)\n"
+        "state = {k: torch.randn(s) for k, s in expected_shapes(cfg).items()}\n"
+        "model = load_hf_gpt2(state, cfg, dtype=torch.bfloat16)\n"
+        "model(torch.tensor([[1, 2, 3]]))\n"
+        "print(sorted(m for m in ('sympy', 'mpmath') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_byte_estimate_counts_gpt2_once_tied():
