@@ -173,9 +173,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/mha-gpt2-bench"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--table-only", action="store_true", help="the table again from the last run's results.json")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.dir)))
+        return
+    saved = args.dir / "results.json"
+    if args.table_only:
+        print(table(json.loads(saved.read_text())))
         return
     write_fake_gpt2(args.dir)
     results = {}
@@ -189,6 +194,7 @@ def main() -> None:
         )
         results[name] = json.loads(done.stdout.strip().splitlines()[-1])
         print(name, results[name], flush=True)
+    saved.write_text(json.dumps(results))
     print()
     print(table(results))
 
