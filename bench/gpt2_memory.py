@@ -2,9 +2,9 @@
 and running it (forward over 64 and 1024 tokens, every layer's attention weights at 64 tokens).
 
 GPT-2 cannot be downloaded here, so a random float32 model.safetensors with exactly GPT-2's key names and shapes
-(the attn.bias buffers included, 548 MB) is written to /tmp once, with a tiny tokenizer. Every scenario runs in a
-child process of its own, one thread: peak RSS is the kernel's high-water mark (reset after loading for the
-running scenarios), kept RSS what remains after a collection and malloc_trim.
+(the attn.bias buffers included, 548 MB) is written to /tmp once, with a GPT-2-sized random BPE tokenizer.
+Every scenario runs in a child process of its own, one thread: peak RSS is the kernel's high-water mark (reset
+after loading for the running scenarios), kept RSS what remains after a collection and malloc_trim.
 
     python bench/gpt2_memory.py [--dir /tmp/mha-gpt2-bench]
 """
@@ -41,7 +41,6 @@ def write_fake_gpt2(folder: Path) -> None:
     """GPT-2's key names and shapes, random float32 values (std 0.02, LayerNorm scales near 1); a tiny tokenizer."""
     import torch
     from safetensors.torch import save_file
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from mha_core.gpt import GPT2_CONFIG
     from mha_core.gpt2_weights import expected_shapes
@@ -57,12 +56,29 @@ def write_fake_gpt2(folder: Path) -> None:
             state[f"h.{layer}.attn.bias"] = torch.tril(torch.ones(1024, 1024)).view(1, 1, 1024, 1024)
         save_file(state, str(folder / "model.safetensors"))
     if not (folder / "tokenizer.json").is_file():
-        tokenizer = Tokenizer(models.BPE())
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tokenizer.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-        tokenizer.train_from_iterator(["Your journey starts with one step."] * 10, trainer)
-        tokenizer.save(str(folder / "tokenizer.json"))
+        gpt2_sized_tokenizer().save(str(folder / "tokenizer.json"))
+
+
+def gpt2_sized_tokenizer():
+    """A byte-level BPE as big as GPT-2's (50257 tokens, 50000 random merges): its memory, not its splits."""
+    import random
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {char: i for i, char in enumerate(alphabet)}
+    tokens, merges, rng = list(alphabet), [], random.Random(0)
+    while len(vocab) < 50256:
+        left, right = rng.choice(tokens), rng.choice(alphabet)
+        if left + right not in vocab and len(left + right) <= 12:
+            vocab[left + right] = len(vocab)
+            tokens.append(left + right)
+            merges.append((left, right))
+    vocab["<|endoftext|>"] = 50256
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
 
 
 def kept_mb() -> float:

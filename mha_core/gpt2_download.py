@@ -24,7 +24,7 @@ import torch
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-from .gpt import GPT2_CONFIG, GPTModel, check_config
+from .gpt import GPT2_CONFIG, HEAD_ROWS, GPTModel, check_config
 from .gpt2_weights import build_gpt2, check_gpt2_shapes, normalise_keys
 from .text_tokenizer import TextTokenizer
 
@@ -34,6 +34,9 @@ DIR_ENV = "MHA_GPT2_DIR"
 CHUNK_BYTES = 1 << 20  # read and write 1 MiB at a time
 ROW_CHUNK_ELEMENTS = 1 << 22  # cast at most 4M floats (16 MB in float32) at a time
 STORAGE_DTYPE = torch.bfloat16
+ALLOCATOR_SLACK = 24 << 20  # freed memory glibc keeps in its heap between steps (13-20 MB measured)
+TOKENIZER_BYTES = 16 << 20  # a GPT-2-sized BPE (50257 tokens, 50000 merges): 15 MB kept, measured
+TOKENIZER_PARSE_BYTES = 32 << 20  # and 27 MB more while its JSON is parsed
 
 Progress = Callable[[int, int | None], None]  # (bytes done, total bytes or None when the server does not say)
 ShouldStop = Callable[[], bool]
@@ -212,27 +215,30 @@ def _rows(path: Path, key: str, start: int | None, stop: int | None):
 class GPT2Bytes(NamedTuple):
     """Bytes for the admission gate: kept once loaded, and the extra each job needs on top while it runs."""
 
-    kept: int  # the model's weights and its shared mask
-    loading: int  # extra while loading: one tensor in float32 plus its cast copy
-    forward: int  # extra for forward over num_tokens: one float32 block, activations, the logits
-    attention_weights: int  # extra for attention_weights over num_tokens (every layer's weights kept)
+    kept: int  # the bfloat16 weights (out_head tied), the one shared float32 mask, the tokenizer
+    loading: int  # extra while loading: the tokenizer's parse, one float32 row chunk, a matrix and its transpose
+    forward: int  # extra for forward over num_tokens: a float32 block, the attention steps, then the logits
+    attention_weights: int  # extra for attention_weights over num_tokens: every layer's weights kept, one trace
 
 
 def gpt2_bytes(num_tokens: int = 1024, cfg: dict = GPT2_CONFIG, batch: int = 1) -> GPT2Bytes:
-    """An estimate, from the shapes, of what loading and running GPT-2 costs (checked by bench/gpt2_memory.py)."""
+    """An estimate from the shapes, set against bench/gpt2_memory.py's measurements (README); it errs high.
+
+    forward adds the attention steps and the logits although they never live together: glibc keeps the first's
+    freed memory in its heap while the second is made (measured: +370 MB at 1024 tokens, 190 MB of it kept).
+    """
     cfg = check_config(cfg)
     if not 1 <= num_tokens <= cfg["context_length"] or batch < 1:
         raise ValueError(f"num_tokens must lie in 1..{cfg['context_length']} and batch ≥ 1: {num_tokens}, {batch}")
     E, V, C, L, h = (cfg[k] for k in ("emb_dim", "vocab_size", "context_length", "n_layers", "n_heads"))
-    per_block = 12 * E * E + 13 * E  # parameters of one block
-    weights = 2 * (V * E + C * E + L * per_block + 2 * E)  # bfloat16, out_head tied
-    mask = 4 * C * C  # one float32 buffer shared by every block
-    largest = max(V * E, 4 * E * E)
-    loading = 4 * min(largest, ROW_CHUNK_ELEMENTS) + 2 * largest
-    block_copy = (4 + 2) * per_block + mask  # float32 copy of a block (and of its mask), its bf16 deepcopy
+    per_block = 12 * E * E + 13 * E  # one block's parameters
+    kept = 2 * (V * E + C * E + L * per_block + 2 * E) + 4 * C * C + TOKENIZER_BYTES
+    loading = TOKENIZER_PARSE_BYTES + 4 * ROW_CHUNK_ELEMENTS + 2 * 2 * 4 * E * E + ALLOCATOR_SLACK
     tokens = batch * num_tokens
-    activations = 4 * tokens * (12 * E) + 4 * batch * h * num_tokens * num_tokens * 4  # ff width, 4 T×T steps
-    logits = 4 * tokens * V
-    forward = block_copy + activations + logits
-    traced = 4 * batch * h * num_tokens * num_tokens * (L + 4)  # kept weights, plus one trace's steps
-    return GPT2Bytes(weights + mask, loading, forward, block_copy + 4 * tokens * 12 * E + traced)
+    scores = 4 * batch * h * num_tokens * num_tokens  # one (b, h, T, T) float32 tensor
+    block = 4 * per_block + 4 * tokens * 4 * E * 3  # the float32 copy, the feed-forward's activations
+    attention = 4 * scores  # scores, masked, scaled, softmax alive at once
+    head = 4 * tokens * V + 4 * HEAD_ROWS * E + 4 * tokens * HEAD_ROWS  # logits, one weight slice, its product
+    forward = block + attention + head + ALLOCATOR_SLACK
+    weights = block + scores * (L + 4) + ALLOCATOR_SLACK  # L kept, plus one traced layer's steps
+    return GPT2Bytes(kept, loading, forward, weights)
