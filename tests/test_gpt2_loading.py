@@ -187,6 +187,25 @@ def test_loading_imports_no_symbolic_machinery():
     assert done.stdout.strip() == "[]"
 
 
+def test_building_on_the_meta_device_leaves_other_threads_alone():
+    """Streamlit's sessions are threads: one loading GPT-2 must not make another's tensors meta or uninitialised."""
+    from mha_core.gpt2_weights import _ShapesOnly
+
+    seen = {}
+
+    def other_session():
+        weight = torch.nn.Embedding(10, 4).weight.detach()
+        seen.update(device=weight.device.type, std=float(weight.std()), triu=torch.ones(3, 3).triu(1))
+
+    with torch.device("meta"), _ShapesOnly():
+        assert torch.ones(2).is_meta
+        thread = threading.Thread(target=other_session)
+        thread.start()
+        thread.join()
+    assert seen["device"] == "cpu" and seen["std"] > 0.1
+    assert torch.equal(seen["triu"], torch.tensor([[0.0, 1, 1], [0, 0, 1], [0, 0, 0]]))
+
+
 def test_byte_estimate_counts_gpt2_once_tied():
     with torch.device("meta"):
         model = GPTModel(GPT2_CONFIG)
@@ -259,6 +278,8 @@ def test_download_reports_progress_caches_and_loads_the_same_logits(served, tmp_
     assert model.tok_emb.weight.dtype == torch.bfloat16 and model.out_head.weight is model.tok_emb.weight
     ids = torch.tensor([tokenizer.encode("Your journey starts with one step.")])
     assert tokenizer.decode(ids[0].tolist()) == "Your journey starts with one step."
+    trace = trace_forward(model.attention_module(1), model.attention_input(ids, 1))
+    assert trace.steps["attn_weights"].shape == (1, 4, ids.shape[1], ids.shape[1])
     rounded = tiny_hf(hf_model.config.vocab_size)
     with torch.no_grad():
         for parameter in rounded.parameters():
