@@ -29,7 +29,7 @@ from .gpt2_weights import build_gpt2, check_gpt2_shapes, normalise_keys
 from .text_tokenizer import TextTokenizer
 
 BASE_URL = "https://huggingface.co/openai-community/gpt2/resolve/main"
-FILES = ("model.safetensors", "tokenizer.json")
+FILES = ("tokenizer.json", "model.safetensors")  # the small one first: the other response waits a second, not minutes
 DIR_ENV = "MHA_GPT2_DIR"
 CHUNK_BYTES = 1 << 20  # read and write 1 MiB at a time
 ROW_CHUNK_ELEMENTS = 1 << 22  # cast at most 4M floats (16 MB in float32) at a time

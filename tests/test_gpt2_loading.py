@@ -289,11 +289,15 @@ def test_download_reports_progress_caches_and_loads_the_same_logits(served, tmp_
 
 def test_stopping_mid_download_leaves_no_file(served, tmp_path, monkeypatch):
     base_url, _, _ = served
-    monkeypatch.setattr(gpt2_download, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(gpt2_download, "CHUNK_BYTES", 1024)
     asked = []
-    with pytest.raises(DownloadStoppedError):
-        download_gpt2(tmp_path, base_url=base_url, should_stop=lambda: asked.append(1) or len(asked) > 3)
-    assert len(asked) == 4 and list(tmp_path.iterdir()) == [] and not gpt2_cached(tmp_path)
+    with pytest.raises(DownloadStoppedError, match="after 2048 bytes of tokenizer.json"):
+        download_gpt2(tmp_path, base_url=base_url, should_stop=lambda: asked.append(1) or len(asked) > 2)
+    assert len(asked) == 3 and list(tmp_path.iterdir()) == [] and not gpt2_cached(tmp_path)
+    asked.clear()  # and in the second file, the first one whole and kept
+    with pytest.raises(DownloadStoppedError, match="of model.safetensors"):
+        download_gpt2(tmp_path, base_url=base_url, should_stop=lambda: "model" in str(list(tmp_path.iterdir())))
+    assert [p.name for p in tmp_path.iterdir()] == ["tokenizer.json"]
 
 
 def test_unreachable_server_raises_gpt2_unavailable_in_plain_words(tmp_path):
@@ -311,6 +315,6 @@ def test_missing_file_or_garbage_is_refused_and_not_cached(served, tmp_path):
         download_gpt2(tmp_path / "a", base_url=f"{base_url}/nowhere")
     with pytest.raises(GPT2Unavailable, match="model.safetensors is not a readable file"):
         download_gpt2(tmp_path / "b", base_url=f"{base_url}/garbage")
-    assert list((tmp_path / "b").iterdir()) == []
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["tokenizer.json"]  # whole and good: kept
     with pytest.raises(FileNotFoundError, match="not cached"):
         load_gpt2(tmp_path / "a")
