@@ -50,8 +50,10 @@ def _user_key(element_id: str) -> str:
 class Session:
     """A browser tab, reduced to its websocket: the URL it was opened with and the widgets it moves."""
 
-    def __init__(self, port: int, query_string: str = "", timeout: float = 180):
+    def __init__(self, port: int, query_string: str = "", timeout: float = 180, page: str = "", headers=()):
         self.port, self.query_string, self.timeout = port, query_string, timeout
+        self.page = page  # a page's URL name ("Step_through"); "" is app.py
+        self.headers = list(headers)  # extra HTTP headers of the websocket's upgrade request (X-Forwarded-For)
         self.ws: websocket.WebSocket | None = None
         self.widget_ids: dict[str, str] = {}
         # As a browser tab behind a load balancer: the cookies it set (the sticky server) and the session id the
@@ -65,6 +67,7 @@ class Session:
             f"ws://{HOST}:{self.port}/_stcore/stream",
             subprotocols=["streamlit", "", self.session_id] if self.session_id else ["streamlit"],
             cookie=cookie,
+            header=self.headers or None,
             timeout=self.timeout,
         )
         for name, value in (self.ws.getheaders() or {}).items():
@@ -88,6 +91,7 @@ class Session:
     def send_rerun(self, widgets: Iterable[WidgetState] = ()) -> None:
         message = BackMsg()
         message.rerun_script.query_string = self.query_string
+        message.rerun_script.page_name = self.page
         message.rerun_script.widget_states.widgets.extend(widgets)
         assert self.ws is not None
         self.ws.send_binary(message.SerializeToString())

@@ -1,6 +1,6 @@
 """Process-wide settings for the app server, made once at start-up, before any session runs.
 
-Three of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
+Four of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
 
 1. torch's thread pools (below).
 2. The start-up heap is frozen out of the garbage collector. Streamlit runs a full ``gc.collect()`` after every
@@ -17,6 +17,7 @@ Three of them, all because a Streamlit server is one process whose sessions are 
    serialised; bench/engine_leak.py): 0.5 MB of the heap stays allocated per run after ``gc.collect`` (100 runs:
    88.6 → 140.1 MB); with ``json`` it stays flat (87.9 → 88.1 MB), and each figure serialises in 3 ms instead of 12
    (the failed try costs more than it saves). In a server that leak was most of what idle RSS kept after a class.
+4. A browser's ``clear_cache`` message is refused (``refuse_browser_cache_clear``).
 
 A Streamlit server is one Python process whose sessions are threads, on at most 2 CPUs here and on Community Cloud.
 torch's thread pools belong to the process, so no session may change them (a session that did would change them
@@ -30,10 +31,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import threading
 
 import torch
 
+log = logging.getLogger("mha_explorer")
 INTRA_OP_THREADS = 1
 INTER_OP_THREADS = 1
 
@@ -53,9 +56,26 @@ def configure_process() -> None:
             torch.set_num_interop_threads(INTER_OP_THREADS)
         _import_what_every_page_uses()
         _plotly_json_engine()
+        refuse_browser_cache_clear()
         gc.collect()
         gc.freeze()
         _configured = True
+
+
+def refuse_browser_cache_clear() -> None:
+    """A browser's ``clear_cache`` message does nothing: any viewer could send it over the websocket (the toolbar
+    setting only hides the menu item) and empty every shared cache, the finished trainings included, for the whole
+    class. The app clears its caches itself, on the server (``idle.clear_caches``)."""
+    from streamlit.runtime.app_session import AppSession
+
+    if getattr(AppSession._handle_clear_cache_request, "refused", False):
+        return
+
+    def refused(self) -> None:
+        log.warning("refused a clear_cache message from a browser (session %s)", getattr(self, "id", "?"))
+
+    refused.refused = True
+    AppSession._handle_clear_cache_request = refused
 
 
 PLOTLY_JSON_ENGINE = "json"
