@@ -96,6 +96,13 @@ class Session:
         assert self.ws is not None
         self.ws.send_binary(message.SerializeToString())
 
+    def send_clear_cache(self) -> None:
+        """What the ⋮ menu's "Clear cache" sends (any client can send it, whatever the toolbar shows)."""
+        message = BackMsg()
+        message.clear_cache = True
+        assert self.ws is not None
+        self.ws.send_binary(message.SerializeToString())
+
     def widget(self, key: str, **value) -> WidgetState:
         """A WidgetState for the keyed widget seen in an earlier run, e.g. widget("w_seed", double_value=7)."""
         state = WidgetState(id=self.widget_ids[key])

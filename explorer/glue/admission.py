@@ -168,6 +168,7 @@ class Gate:
             self._leave(ticket)
             raise
         self._holder.inside = True
+        _RAN_HEAVY.flag = True
         try:
             yield
         finally:
@@ -194,6 +195,14 @@ class Gate:
 
 
 GATE = Gate()
+_RAN_HEAVY = threading.local()  # set in a thread that ran a heavy job: its page hands memory back when it ends
+
+
+def ran_heavy() -> bool:
+    """True once per heavy job run in this thread since the last call (the page boundary then releases memory)."""
+    flag = getattr(_RAN_HEAVY, "flag", False)
+    _RAN_HEAVY.flag = False
+    return flag
 
 
 def admit(

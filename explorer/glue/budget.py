@@ -31,7 +31,7 @@ FACTORS: dict[str, tuple[float, float, float]] = {
     "explorer": (5.2, 7.5, 0.3),  # the trace (scores, masked, weights; dropout mask and dropped weights) + figures
     "step": (5.2, 7.5, 0.3),  # the explorer's run, one step's figures
     "follow": (5.5, 7.0, 3.0),  # the explorer's run, every head's row and the head view
-    "heads": (8.2, 8.2, 17.0),  # separate heads and the batched trace, compared in float64 by the figures (eval)
+    "heads": (7.0, 7.0, 15.0),  # separate heads and the batched trace, compared in float64 by the figures (eval)
     "references": (14.0, 14.0, 4.0),  # the module against torch's two references, in the dtype, float32 and float64
     "knobs": (11.7, 11.7, 7.5),  # temperature: a trace and the entropy sweep over five scales; dropout: a trace
     "masks": (8.0, 8.0, 2.0),  # cross-attention (b, h, tgt, src), explicit and fused, and the mask
