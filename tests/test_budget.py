@@ -188,3 +188,16 @@ def test_a_byte_cache_holds_its_bytes_and_never_an_entry_larger_than_them():
 def test_an_entry_size_counts_what_a_numpy_view_keeps_alive():
     whole = np.zeros((1000, 1000))
     assert byte_cache.size_of({"row": whole[0]}) >= whole.nbytes
+
+
+def test_the_npz_download_is_offered_while_it_fits_and_is_made_through_the_gate():
+    from explorer.glue import caches
+
+    medium = parse_query(dict(num_heads="16", d_out="256", num_tokens="256", input="random", batch_size="1"))[0]
+    worst = parse_query(WORST)[0]
+    assert caches.npz_offered(medium) and not caches.npz_offered(worst)
+    assert budget.need_bytes("npz", medium) > admission.LIGHT_BYTES  # heavy enough to wait its turn
+    admitted = admission.GATE.admitted
+    packed = caches.npz_download(medium)()
+    assert admission.GATE.admitted == admitted + 1
+    assert packed[:2] == b"PK"  # a zip archive: numpy's .npz

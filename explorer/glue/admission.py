@@ -31,14 +31,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from . import budget
+
 log = logging.getLogger("mha_explorer")
 
 # --- budgets (measured: README, "A class on one small server") --------------------------------------------------------
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
-# What one job may add to the process at its peak. 690 MB less what a warm server holds after one visit of every
-# page (about 380 MB: torch, plotly, Streamlit, pandas, the kept caches) leaves about 300 MB; a job gets 240 MiB.
-JOB_BYTES = 240 * MB
+# What one job may add to the process at its peak (explorer.glue.budget estimates it for every page). 690 MB less what
+# a warm server holds after one visit of every page (about 430 MB with pandas) and the byte-bounded caches (64 MB).
+JOB_BYTES = budget.JOB_BYTES
 LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy

@@ -18,7 +18,7 @@ import math
 from dataclasses import replace
 
 MB = 2**20
-JOB_BYTES = 240 * MB  # the most one job may add at its peak (admission.JOB_BYTES is this)
+JOB_BYTES = 200 * MB  # the most one job may add at its peak (admission.JOB_BYTES is this)
 FIXED_BYTES = 12 * MB  # what any run adds besides its matrices: Python objects, small figures, the page's messages
 CROSS_TOKENS = 32  # the masks page's longest query and key lengths (mha_core.teaching.MAX_CROSS_TOKENS)
 ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
@@ -26,7 +26,7 @@ ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 # Peak bytes per (b, h, T, T) cell: a × bytes per element of the run's dtype (its matrices, with train mode's dropout
 # mask and dropped weights when dropout is on), + c × 4 bytes (the float32 and float64 copies its figures are built
 # from, whatever the run's dtype). (a in eval or without dropout, a in train mode with dropout, c); measured at
-# 8 heads × 512 tokens in float32 and float64 on a real server (docs/decisions.md, "One budget in bytes").
+# 8 heads × 512 tokens in float32 and float64 on a real server (README, "A class on one small server").
 FACTORS: dict[str, tuple[float, float, float]] = {
     "explorer": (5.2, 7.5, 0.3),  # the trace (scores, masked, weights; dropout mask and dropped weights) + figures
     "step": (5.2, 7.5, 0.3),  # the explorer's run, one step's figures

@@ -15,10 +15,10 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 MB = 2**20
-TOTAL_BYTES = 96 * MB  # every byte-bounded cache together
+TOTAL_BYTES = 64 * MB  # every byte-bounded cache together
 
 
 def size_of(value, _seen: set[int] | None = None, _depth: int = 0) -> int:
@@ -32,7 +32,14 @@ def size_of(value, _seen: set[int] | None = None, _depth: int = 0) -> int:
         return 0
     seen.add(id(value))
     nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, int) and hasattr(value, "dtype"):  # numpy arrays and torch tensors
+    storage = getattr(value, "untyped_storage", None)
+    if callable(storage):  # a torch tensor keeps its whole storage alive (a slice of a trace keeps the trace's)
+        kept = storage()
+        if ("storage", kept.data_ptr()) in seen:
+            return 128
+        seen.add(("storage", kept.data_ptr()))
+        return kept.nbytes() + 128
+    if isinstance(nbytes, int) and hasattr(value, "dtype"):  # numpy arrays
         base = getattr(value, "base", None)
         if base is not None and hasattr(base, "nbytes"):  # a numpy view keeps its whole base alive: count that
             return 128 + size_of(base, seen, _depth + 1)
@@ -42,7 +49,7 @@ def size_of(value, _seen: set[int] | None = None, _depth: int = 0) -> int:
         return nbytes + 128
     if isinstance(value, str | bytes | int | float | bool) or value is None:
         return sys.getsizeof(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # dicts, and read-only views of them (a trace's steps)
         items = value.items()
         return sys.getsizeof(value) + sum(size_of(k, seen) + size_of(v, seen, _depth + 1) for k, v in items)
     if isinstance(value, list | tuple | set | frozenset):

@@ -17,7 +17,7 @@ from .settings import Settings
 from .url import notice
 
 
-@byte_cached(max_bytes=64 * MB, max_entries=4, ttl_s=600)
+@byte_cached(max_bytes=48 * MB, max_entries=4, ttl_s=600)
 def cached_module(spec: runs.ModuleSpec):
     """One module per settings, shared read-only by every session (never mutate it); its weights and mask counted."""
     return runs.build_module(spec)
