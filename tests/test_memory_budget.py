@@ -33,28 +33,30 @@ def server():
 
 
 @pytest.mark.parametrize("page", list(PAGES))
-def test_each_page_at_the_worst_link_stays_in_the_goal_and_its_estimate_is_within_a_quarter(server, page):
-    seed = str(list(PAGES).index(page))  # a module of its own: built in the visit, as the estimate counts it
-    seen = visit(server, page, WORST | {"seed": seed})
-    peak, before, result = seen.peak_mb, seen.before_mb, seen.result
-    assert result.ok, result.errors
-    assert peak <= GOAL_MB, f"{page or 'explorer'} peaked at {peak:.0f} MB"
+def test_each_page_at_the_worst_link_stays_in_the_goal_and_its_estimate_is_within_a_quarter(page):
+    """On a server of its own (what other pages left in the heap would hide part of this page's peak)."""
+    with StreamlitServer() as fresh:
+        for warm_page in dict.fromkeys(["", page]):  # the explorer and this page at their defaults: their imports
+            with Session(fresh.port, page=warm_page) as session:
+                session.run()
+        seen = visit(fresh, page, WORST)
+    assert seen.result.ok, seen.result.errors
+    assert seen.peak_mb <= GOAL_MB, f"{page or 'explorer'} peaked at {seen.peak_mb:.0f} MB"
     name = PAGES[page]
-    fitted = budget.fitted(name, parse_query(WORST)[0])
-    estimate = budget.need_bytes(name, fitted) / 2**20
-    measured = peak - before
-    print(f"{page or 'explorer'}: peak {peak:.0f} MB, +{measured:.0f} MB measured, {estimate:.0f} MB estimated")
+    estimate = budget.need_bytes(name, budget.fitted(name, parse_query(WORST)[0])) / 2**20
+    measured = seen.added_mb
+    print(f"{page or 'explorer'}: peak {seen.peak_mb:.0f} MB, +{measured:.0f} MB measured, {estimate:.0f} estimated")
     if name != "masks":  # the masks page is small at any setting: its peak is noise around a few MB
         assert 0.75 * measured <= estimate <= 1.25 * measured, (measured, estimate)
-    assert any("MB one run may use" in w for w in result.warnings), result.warnings
+        assert any("MB one run may use" in w for w in seen.result.warnings), seen.result.warnings
 
 
 def test_sequences_of_visits_keep_at_most_150_mb_above_the_warm_server(server):
     sequences = [
-        ("Heads_and_references", [WORST | {"seed": str(k)} for k in range(6)]),
-        ("Knobs_that_teach", [WORST | {"knob": "dropout", "draw": str(k)} for k in range(4)]),
-        ("Follow_a_token", [WORST | {"token": str(k)} for k in range(0, 64, 8)]),
-        ("", [WORST | {"seed": str(k)} for k in range(4)]),
+        ("Heads_and_references", [WORST | {"seed": str(k)} for k in range(4)]),
+        ("Knobs_that_teach", [WORST | {"knob": "dropout", "draw": str(k)} for k in range(3)]),
+        ("Follow_a_token", [WORST | {"token": str(k)} for k in range(0, 64, 16)]),
+        ("", [WORST | {"seed": str(k)} for k in range(2)]),
     ]
     highest = 0.0
     for page, queries in sequences:
@@ -107,7 +109,7 @@ def test_a_widget_state_of_the_wrong_kind_gets_a_short_notice(server):
 
 
 def _trained(seed: int) -> str:
-    return f"induction.heads8.layers2.d32.vocab16.len16.steps1000.batch64.lr1e-2.seed{seed}.cpu.layer1"
+    return f"induction.heads8.layers2.d32.vocab16.len16.steps300.batch64.lr1e-2.seed{seed}.cpu.layer1"
 
 
 def test_a_student_behind_another_students_trainings_is_served_next_and_sees_the_queue(server):

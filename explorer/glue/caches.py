@@ -7,6 +7,7 @@ their built figures). ``st.cache_data`` would pickle the figures, and plotly val
 from __future__ import annotations
 
 import functools
+import threading
 
 from mha_core import runs
 
@@ -136,11 +137,21 @@ def npz_offered(settings: Settings) -> bool:
 
 
 def npz_download(settings: Settings):
-    """A callable for st.download_button: the whole trace as .npz, computed only on click, through the gate."""
+    """A callable for st.download_button: the whole trace as .npz, computed only on click, through the gate.
+
+    The button's request sent again (a hand-made loop) gets the same bytes, made once: Streamlit stores a file by its
+    content, so a tab holds one copy, not one per request.
+    """
+    made: list[bytes] = []
+    lock = threading.Lock()
 
     def make() -> bytes:
-        with heavy_gate(settings, "npz"):
-            module, x, labels = module_and_input(settings)
-            return runs.trace_npz(runs.run_trace(module, x, train=settings.train, seed=settings.seed), labels)
+        with lock:
+            if not made:
+                with heavy_gate(settings, "npz"):
+                    module, x, labels = module_and_input(settings)
+                    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+                    made.append(runs.trace_npz(trace, labels))
+            return made[0]
 
     return make
