@@ -16,6 +16,16 @@ Community Cloud's smallest app). So:
   training steps, between measurements). A closed tab costs the server nothing more (``SessionEndedError``);
 * after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns.
 
+A new heavy path declares what it adds at its peak, in bytes, before it allocates anything::
+
+    need = budget.need_bytes("explorer", settings)      # a page with factors in budget.FACTORS, or
+    need = 2 * weights_bytes + activations_bytes         # any estimate of its own, measured once (bench/)
+    with admission.admit("loading GPT-2", need_bytes=need):
+        ...
+
+A job over ``JOB_BYTES`` raises ``OverBudgetError`` (fit the settings first: ``budget.fitted``); the old form
+``admit(label, heavy=True)`` still gates time-heavy work without bytes. Cached results go in a ``byte_cache``.
+
 No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to this module.
 """
 
