@@ -13,6 +13,9 @@ the sessions still open, after they close, and after a short settle. Scenarios:
 * 3 largest at once: three students at the largest setting, each with their own seed;
 * 30 default + largest: the goal, all in 690 MB (Community Cloud's smallest memory).
 
+First, on a server of its own, every page at its largest link in float32 and in float64 with train mode and dropout
+(``--pages-only``: that table alone), each row's estimate beside what the page added, its peak and what stayed.
+
 Then, in a fresh interpreter, a breakdown of the largest setting step by step (imports, module, trace by
 step, figure building, the cached view, the .npz download, and what gc and malloc_trim give back), and
 the pickled size of one cache entry per scenario.

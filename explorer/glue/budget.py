@@ -36,7 +36,7 @@ FACTORS: dict[str, tuple[float, float, float]] = {
     "knobs": (11.7, 11.7, 7.5),  # temperature: a trace and the entropy sweep over five scales; dropout: a trace
     "masks": (8.0, 8.0, 2.0),  # cross-attention (b, h, tgt, src), explicit and fused, and the mask
     "npz": (9.0, 11.0, 0.0),  # the trace, its arrays as numpy, and the compressed file held while it is served
-    "cost": (7.0, 7.0, 0.0),  # the Cost measurement's longest length: about seven (b, h, T, T) matrices
+    "cost": (10.0, 10.0, 0.0),  # the Cost measurement at its longest length (issue 19: +391 MB at 16 × 512² in float64)
 }
 PAGE_NAMES = {
     "explorer": "The explorer",
