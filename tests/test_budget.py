@@ -201,3 +201,23 @@ def test_the_npz_download_is_offered_while_it_fits_and_is_made_through_the_gate(
     packed = caches.npz_download(medium)()
     assert admission.GATE.admitted == admitted + 1
     assert packed[:2] == b"PK"  # a zip archive: numpy's .npz
+
+
+def test_a_view_already_made_is_served_without_waiting_for_the_gate():
+    from explorer.glue import caches
+
+    made = []
+
+    @caches.gated("explorer")
+    @byte_cache.byte_cached(max_bytes=2**20)
+    def view(settings, k):
+        made.append(k)
+        return k
+
+    heavy = parse_query(LARGEST)[0]
+    assert caches.is_heavy(heavy)
+    view(heavy, 1)
+    admitted = admission.GATE.admitted
+    assert view(heavy, 1) == 1 and made == [1]
+    assert admission.GATE.admitted == admitted  # the hit took no turn
+    view.__wrapped__.clear()

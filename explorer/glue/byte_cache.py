@@ -168,11 +168,14 @@ def byte_cached(max_bytes: int, max_entries: int = 64, ttl_s: float = 1800.0, sp
         )
         names = function.__code__.co_varnames[: function.__code__.co_argcount]
 
-        @functools.wraps(function)
-        def cached(*args, **kwargs):
-            key = tuple(a for n, a in zip(names, args, strict=False) if not n.startswith("_")) + tuple(
+        def key_of(args, kwargs) -> tuple:
+            return tuple(a for n, a in zip(names, args, strict=False) if not n.startswith("_")) + tuple(
                 sorted((n, a) for n, a in kwargs.items() if not n.startswith("_"))
             )
+
+        @functools.wraps(function)
+        def cached(*args, **kwargs):
+            key = key_of(args, kwargs)
             hit, value = cache.get(key)
             if hit:
                 return value
@@ -183,6 +186,7 @@ def byte_cached(max_bytes: int, max_entries: int = 64, ttl_s: float = 1800.0, sp
 
         cached.cache = cache
         cached.clear = cache.clear
+        cached.peek = lambda *args, **kwargs: cache.get(key_of(args, kwargs))  # (hit, value), computes nothing
         return cached
 
     return decorate
