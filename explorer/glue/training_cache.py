@@ -210,7 +210,10 @@ def start_job(config: TrainConfig) -> TrainingJob:
     """Start training this config in the background, unless this session is already training."""
     job = current_job()
     if job is None:
-        job = TrainingJob(config, result_store(), admission.session_ended(), admission.current_visitor())
+        visitor = admission.current_visitor()
+        if visitor is not None:  # its own place: a page's run asked for meanwhile in this tab does not replace it
+            visitor = (f"{visitor[0]}/training", visitor[1])
+        job = TrainingJob(config, result_store(), admission.session_ended(), visitor)
         st.session_state[_JOB_KEY] = job.start()
     return job
 
