@@ -1,7 +1,8 @@
 """The caches every page shares, keyed on settings (never on arrays), and the admission gate in front of them.
 
-Everything here is in ``st.cache_resource``: shared by every session and never mutated (modules, runs, views with
-their built figures). ``st.cache_data`` would pickle the figures, and plotly validates a figure again on unpickle.
+Everything here is in a cache bounded in bytes (``byte_cache``), shared by every session and never mutated (modules,
+runs, views with their built figures); ``st.cache_data`` would pickle the figures, and plotly validates a figure again
+on unpickle. Each run goes through the gate with its page's estimate in bytes (``budget``).
 """
 
 from __future__ import annotations
