@@ -17,7 +17,7 @@ import pytest
 from explorer.glue import admission, budget
 from explorer.glue.settings import parse_query
 from harness.rss import RssSampler
-from harness.server import StreamlitServer
+from harness.server import StreamlitServer, metrics
 from harness.session import Session
 from harness.visits import PAGES, WORST, visit, warm_up
 
@@ -96,10 +96,15 @@ def test_four_tabs_of_the_worst_link_at_once_stay_in_the_goal(server):
 
 
 def test_a_browser_clear_cache_message_is_refused(server):
-    with Session(server.port, urlencode(WORST)) as session:
-        session.run()
+    """The store of finished trainings (and every other shared cache) is still there after the message."""
+    store = 'cache_memory_bytes{cache_type="st_cache_resource",cache="explorer.glue.training_cache.result_store"}'
+    link = "induction.heads8.layers2.d32.vocab16.len16.steps50.batch64.lr1e-2.seed7.cpu.layer1"
+    with Session(server.port, urlencode({"trained": link})) as session:
+        assert session.run().ok
+        assert metrics(server.url).get(store) == 1  # its one entry: the store itself, holding the finished run
         session.send_clear_cache()
         time.sleep(1)
+        assert metrics(server.url).get(store) == 1  # Streamlit's own handler would have left 0 entries
     assert "refused a clear_cache message from a browser" in server.log_text()
 
 
