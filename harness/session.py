@@ -33,6 +33,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     charts: dict[str, str] = field(default_factory=dict)  # widget key ("chart_output") -> figure JSON
     widget_ids: dict[str, str] = field(default_factory=dict)  # user key ("w_seed") -> element id
+    downloads: dict[str, str] = field(default_factory=dict)  # a download button's label -> its deferred file id
     query_string: str | None = None  # what the script wrote into the URL, when it did
     messages: int = 0
     bytes: int = 0
@@ -102,6 +103,29 @@ class Session:
         message.clear_cache = True
         assert self.ws is not None
         self.ws.send_binary(message.SerializeToString())
+
+    def download(self, file_id: str, times: int = 1) -> list[str]:
+        """Ask for a download button's file ``times`` at once, as its click does (a backend operation); the URLs
+        (or "error: ...") the server answers, in order."""
+        assert self.ws is not None
+        for k in range(times):
+            message = BackMsg()
+            message.backend_operation_request.request_id = f"download-{k}"
+            message.backend_operation_request.session_id = self.session_id
+            message.backend_operation_request.deferred_file.file_id = file_id
+            self.ws.send_binary(message.SerializeToString())
+        answers: dict[str, str] = {}
+        deadline = time.monotonic() + self.timeout
+        while len(answers) < times and time.monotonic() < deadline:
+            data = self.ws.recv()
+            if not isinstance(data, bytes):
+                continue
+            message = ForwardMsg()
+            message.ParseFromString(data)
+            if message.WhichOneof("type") == "backend_operation_response":
+                response = message.backend_operation_response
+                answers[response.request_id] = response.deferred_file.url or f"error: {response.error_msg}"
+        return [answers.get(f"download-{k}", "timeout") for k in range(times)]
 
     def widget(self, key: str, **value) -> WidgetState:
         """A WidgetState for the keyed widget seen in an earlier run, e.g. widget("w_seed", double_value=7)."""
@@ -173,6 +197,8 @@ class Session:
                 result.warnings.append(inner.body)
         elif kind == "exception":
             result.errors.append(f"exception {inner.type}: {inner.message[:300]}")
+        elif kind == "download_button" and inner.deferred_file_id:
+            result.downloads[inner.label] = inner.deferred_file_id
         elif kind == "plotly_chart" and _user_key(element_id) in keep:
             result.charts[_user_key(element_id)] = inner.spec
 

@@ -148,3 +148,21 @@ def test_a_student_behind_another_students_trainings_is_served_next_and_sees_the
     assert done["b"] < done["a1"] < done["a2"]  # b went right after a0; A's later tabs kept their order
     assert not any("busy" in text for text in results["b"].texts)
     assert any("Waiting for the server" in text for text in results["b"].texts), results["b"].texts
+
+
+def test_the_npz_download_resent_twelve_times_is_made_once_through_the_gate(server):
+    """The button's request sent again and again (a hand-made loop) gets one file, made once; the server stays in
+    the goal. Before: one tab resending it 12 times reached 999 MB, four tabs at once 843 MB."""
+    query = dict(num_heads="16", d_out="256", num_tokens="256", input="random", batch_size="1", section="downloads")
+    settings = parse_query(query)[0]
+    assert budget.need_bytes("npz", settings) > admission.LIGHT_BYTES  # heavy: it takes its turn in the gate
+    with RssSampler(server.pid) as sampler, Session(server.port, urlencode(query | {"seed": "55"})) as session:
+        result = session.run()
+        assert result.ok and result.downloads, result.errors
+        (file_id,) = result.downloads.values()
+        urls = session.download(file_id, times=12)
+        peak = sampler.peak_mb
+    print(f"npz download ×12: peak {peak:.0f} MB, {len(set(urls))} distinct answers")
+    assert all(url.startswith("/media/") for url in urls), urls[:2]
+    assert len(set(urls)) == 1  # the same bytes, stored once
+    assert peak <= GOAL_MB
