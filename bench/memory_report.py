@@ -13,6 +13,9 @@ the sessions still open, after they close, and after a short settle. Scenarios:
 * 3 largest at once: three students at the largest setting, each with their own seed;
 * 30 default + largest: the goal, all in 690 MB (Community Cloud's smallest memory).
 
+First, on a server of its own, every page at its largest link in float32 and in float64 with train mode and dropout
+(``--pages-only``: that table alone), each row's estimate beside what the page added, its peak and what stayed.
+
 Then, in a fresh interpreter, a breakdown of the largest setting step by step (imports, module, trace by
 step, figure building, the cached view, the .npz download, and what gc and malloc_trim give back), and
 the pickled size of one cache entry per scenario.
@@ -38,6 +41,8 @@ if str(ROOT) not in sys.path:
 from harness.rss import RssSampler  # noqa: E402
 from harness.server import StreamlitServer, metrics  # noqa: E402
 from harness.session import RunResult, Session  # noqa: E402
+from harness.visits import LARGEST as LARGEST_QUERY  # noqa: E402
+from harness.visits import PAGES, WORST, visit, warm_up  # noqa: E402
 
 LARGEST = "num_heads=16&d_out=1024&num_tokens=1024&input=random&batch_size=1&d_in=64"
 MEDIUM = "num_heads=8&d_out=64&num_tokens=64&input=random"
@@ -255,6 +260,45 @@ def breakdown() -> dict:
     return merged
 
 
+# --- every page at its largest link, float32 and float64 (one server, warmed on every page) -------------------------
+
+
+def page_table(progress, root: Path = ROOT) -> tuple[float, list[dict]]:
+    """(warm RSS, one row per page and dtype: fitted tokens, estimate, added, peak and kept MB)."""
+    from explorer.glue import budget
+    from explorer.glue.settings import parse_query
+
+    rows = []
+    with StreamlitServer(log_path=ROOT / "artifacts" / "streamlit-memory-report.log", root=root) as server:
+        warm = warm_up(server)
+        for label, query in (("float32", LARGEST_QUERY), ("float64, train, dropout 0.5", WORST)):
+            for k, (page, name) in enumerate(PAGES.items()):
+                progress(f"page {page or 'explorer'}, {label}")
+                seen = visit(server, page, query | {"seed": str(1000 + k)}, settle_s=2)
+                fitted = budget.fitted(name, parse_query(query)[0])
+                rows.append(
+                    dict(page=budget.PAGE_NAMES[name], dtype=label, tokens=fitted.num_tokens, ok=seen.result.ok)
+                    | dict(estimate=budget.need_bytes(name, fitted) / 2**20, added=seen.added_mb)
+                    | dict(peak=seen.peak_mb, kept=seen.kept_mb)
+                )
+    return warm, rows
+
+
+def page_markdown(warm: float, rows: list[dict]) -> str:
+    lines = [
+        f"### Every page at its largest link (RSS, MB; warm server {warm:.0f} MB after every page once)",
+        "",
+        "| page | dtype | tokens (fitted) | estimate | added (measured) | peak | kept after |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['page']} | {r['dtype']} | {r['tokens']} | {r['estimate']:.0f} | {r['added']:.0f} | "
+            f"**{r['peak']:.0f}** | {r['kept']:.0f} |" + ("" if r["ok"] else " (errors)")
+        )
+    return "\n".join(lines)
+
+
 # --- the report -----------------------------------------------------------------------------------------------------
 
 
@@ -315,10 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle-seconds", type=float, default=10)
     parser.add_argument("--skip-breakdown", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw numbers here")
+    parser.add_argument("--pages-only", action="store_true", help="only every page at its largest link")
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 100 or not 0 <= args.settle_seconds <= 600:
         parser.error("sessions 1–100, settle-seconds 0–600")
     progress = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    warm, rows = page_table(progress)
+    print(page_markdown(warm, rows), flush=True)
+    if args.pages_only:
+        return 0
     found = scenarios(args.sessions, args.settle_seconds, progress)
     parts = None
     if not args.skip_breakdown:

@@ -33,6 +33,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     charts: dict[str, str] = field(default_factory=dict)  # widget key ("chart_output") -> figure JSON
     widget_ids: dict[str, str] = field(default_factory=dict)  # user key ("w_seed") -> element id
+    downloads: dict[str, str] = field(default_factory=dict)  # a download button's label -> its deferred file id
     query_string: str | None = None  # what the script wrote into the URL, when it did
     messages: int = 0
     bytes: int = 0
@@ -50,8 +51,10 @@ def _user_key(element_id: str) -> str:
 class Session:
     """A browser tab, reduced to its websocket: the URL it was opened with and the widgets it moves."""
 
-    def __init__(self, port: int, query_string: str = "", timeout: float = 180):
+    def __init__(self, port: int, query_string: str = "", timeout: float = 180, page: str = "", headers=()):
         self.port, self.query_string, self.timeout = port, query_string, timeout
+        self.page = page  # a page's URL name ("Step_through"); "" is app.py
+        self.headers = list(headers)  # extra HTTP headers of the websocket's upgrade request (X-Forwarded-For)
         self.ws: websocket.WebSocket | None = None
         self.widget_ids: dict[str, str] = {}
         # As a browser tab behind a load balancer: the cookies it set (the sticky server) and the session id the
@@ -65,6 +68,7 @@ class Session:
             f"ws://{HOST}:{self.port}/_stcore/stream",
             subprotocols=["streamlit", "", self.session_id] if self.session_id else ["streamlit"],
             cookie=cookie,
+            header=self.headers or None,
             timeout=self.timeout,
         )
         for name, value in (self.ws.getheaders() or {}).items():
@@ -88,9 +92,40 @@ class Session:
     def send_rerun(self, widgets: Iterable[WidgetState] = ()) -> None:
         message = BackMsg()
         message.rerun_script.query_string = self.query_string
+        message.rerun_script.page_name = self.page
         message.rerun_script.widget_states.widgets.extend(widgets)
         assert self.ws is not None
         self.ws.send_binary(message.SerializeToString())
+
+    def send_clear_cache(self) -> None:
+        """What the ⋮ menu's "Clear cache" sends (any client can send it, whatever the toolbar shows)."""
+        message = BackMsg()
+        message.clear_cache = True
+        assert self.ws is not None
+        self.ws.send_binary(message.SerializeToString())
+
+    def download(self, file_id: str, times: int = 1) -> list[str]:
+        """Ask for a download button's file ``times`` at once, as its click does (a backend operation); the URLs
+        (or "error: ...") the server answers, in order."""
+        assert self.ws is not None
+        for k in range(times):
+            message = BackMsg()
+            message.backend_operation_request.request_id = f"download-{k}"
+            message.backend_operation_request.session_id = self.session_id
+            message.backend_operation_request.deferred_file.file_id = file_id
+            self.ws.send_binary(message.SerializeToString())
+        answers: dict[str, str] = {}
+        deadline = time.monotonic() + self.timeout
+        while len(answers) < times and time.monotonic() < deadline:
+            data = self.ws.recv()
+            if not isinstance(data, bytes):
+                continue
+            message = ForwardMsg()
+            message.ParseFromString(data)
+            if message.WhichOneof("type") == "backend_operation_response":
+                response = message.backend_operation_response
+                answers[response.request_id] = response.deferred_file.url or f"error: {response.error_msg}"
+        return [answers.get(f"download-{k}", "timeout") for k in range(times)]
 
     def widget(self, key: str, **value) -> WidgetState:
         """A WidgetState for the keyed widget seen in an earlier run, e.g. widget("w_seed", double_value=7)."""
@@ -162,6 +197,8 @@ class Session:
                 result.warnings.append(inner.body)
         elif kind == "exception":
             result.errors.append(f"exception {inner.type}: {inner.message[:300]}")
+        elif kind == "download_button" and inner.deferred_file_id:
+            result.downloads[inner.label] = inner.deferred_file_id
         elif kind == "plotly_chart" and _user_key(element_id) in keep:
             result.charts[_user_key(element_id)] = inner.spec
 

@@ -16,7 +16,7 @@ st.set_page_config(page_title="Heads and references · Multi-Head Attention Expl
 def main() -> None:
     presenter = sidebar.presenter_toggle()
     sidebar_settings = sidebar.settings_sidebar(fields=sidebar.EVAL_FIELDS)
-    settings = caches.fit_budget(sidebar_settings, caches.HEAVY_CELLS, "Heads and references")
+    settings = caches.fit_page(sidebar_settings, "heads")
     state = st.session_state
 
     teaching_cache.seed_int("heads_batch", "batch", 0, 0, settings.batch_size - 1)

@@ -16,7 +16,7 @@ st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer
 def main() -> None:
     presenter = sidebar.presenter_toggle()
     sidebar_settings = sidebar.settings_sidebar(fields=sidebar.EVAL_FIELDS)
-    settings = caches.fit_budget(sidebar_settings, caches.HEAVY_CELLS, "Knobs that teach")
+    settings = caches.fit_page(sidebar_settings, "knobs")
     seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
 
     seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)

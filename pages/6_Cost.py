@@ -7,7 +7,7 @@ Nothing is measured until "Measure" is pressed.
 
 import streamlit as st
 
-from explorer.glue import admission, boundary, measuring, sidebar, url
+from explorer.glue import boundary, budget, measuring, sidebar, url
 from explorer.views import cost
 from explorer.views.panel import Panel
 
@@ -42,11 +42,11 @@ def main() -> None:
 
     st.title("Cost: time and memory against sequence length")
     url.show_notices()
-    longest = admission.cost_max_tokens(settings.batch_size, settings.num_heads, chosen, cost.TOKEN_STEPS)
+    longest = budget.cost_max_tokens(settings, chosen, cost.TOKEN_STEPS)
     if longest < chosen:
         st.warning(
-            f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens is over the "
-            f"measurement's memory budget of {admission.COST_MAX_CELLS:,} attention cells; measuring up to "
+            f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens in {settings.dtype} is "
+            f"over the measurement's memory budget of {budget.JOB_BYTES // budget.MB} MB; measuring up to "
             f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
             icon="⚠️",
         )

@@ -15,7 +15,8 @@ DEFAULT_TOKEN = 1  # "journey", the book's x⁽²⁾
 
 def main() -> None:
     presenter = sidebar.presenter_toggle()
-    settings = sidebar.settings_sidebar()
+    sidebar_settings = sidebar.settings_sidebar()
+    settings = caches.fit_page(sidebar_settings, "follow")  # the URL keeps the user's own settings
     state = st.session_state
     last = settings.num_tokens - 1
     teaching_cache.seed_int("follow_token", "token", DEFAULT_TOKEN, 0, last)
@@ -34,7 +35,7 @@ def main() -> None:
     view = teaching_cache.token_view(settings, token, batch_index, presenter)
     show_heads(view, token, presenter)
     show_output(view, token, batch_index, presenter)
-    url.sync_url(settings, token=token, batch=batch_index)
+    url.sync_url(sidebar_settings, token=token, batch=batch_index)
 
 
 def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None:

@@ -12,8 +12,12 @@ def _seed_torch():
 @pytest.fixture
 def fresh_caches():
     """Cached views and modules would answer without calling what a test patches: empty them, before and after."""
+    from explorer.glue import byte_cache
+
     st.cache_data.clear()
     st.cache_resource.clear()
+    byte_cache.clear_all()
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
+    byte_cache.clear_all()

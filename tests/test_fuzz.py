@@ -31,6 +31,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Selectbox
 
+from explorer.glue import budget
 from explorer.glue import settings as cfg
 from mha_core.inputs import tokenize
 
@@ -319,6 +320,7 @@ def test_random_widget_values_render_safely(page, query, rounds):
         s = at.session_state.settings if "settings" in at.session_state else None
         if s is not None:
             assert s.batch_size * s.num_heads * s.num_tokens**2 <= cfg.MAX_ATTENTION_CELLS
+            assert budget.need_bytes("explorer", s) <= budget.JOB_BYTES  # and the one budget in bytes
 
 
 # --- 3. the sentence box ----------------------------------------------------------------------------------------------

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import admission, caches, trained_link, training_cache
+from explorer.glue import admission, budget, caches, trained_link, training_cache
 from explorer.glue import settings as cfg
 from mha_core import profiling, tasks, tiny_model, training
 
@@ -311,8 +312,11 @@ def test_the_cost_measurement_goes_through_the_gate_and_stops_when_its_session_e
 def test_the_cost_measurement_is_held_to_its_memory_budget():
     at = open_page("pages/6_Cost.py", {"num_heads": "16", "d_out": "1024", "max_tokens": "1024", "batch_size": "1"})
     check_page(at, [], "Cost at 16 heads")
-    assert any(f"{admission.COST_MAX_CELLS:,} attention cells" in w.value for w in at.warning)
-    assert admission.cost_max_tokens(1, 16, 1024, profiling.TOKEN_STEPS) == 512  # 16 · 512² ≤ 8 · 1024² < 16 · 1024²
+    assert any(f"memory budget of {budget.JOB_BYTES // budget.MB} MB" in w.value for w in at.warning)
+    settings = cfg.parse_query({"num_heads": "16", "d_out": "1024", "batch_size": "1"})[0]
+    longest = budget.cost_max_tokens(settings, 1024, profiling.TOKEN_STEPS)
+    assert longest == 512  # 10 × 16 · 512² · 4 B = 160 MiB fits 200 MB; 10 × 16 · 1024² · 4 B = 640 MiB does not
+    assert budget.cost_max_tokens(replace(settings, dtype="float64"), 1024, profiling.TOKEN_STEPS) == 256  # twice
 
 
 def test_explorer_heavy_runs_take_the_gate():

@@ -4,12 +4,27 @@ A public link can ask for the explorer at its largest, a trained model, or the C
 of those adds hundreds of MB or many CPU-seconds to a server that thirty students share (690 MB, 2 CPUs on
 Community Cloud's smallest app). So:
 
-* every expensive job goes through ``admit`` and the one process-wide ``GATE``: one heavy job at a time, so
-  their peaks never add up (a job's own peak is bounded by clamping its settings: see the budgets below);
-* a job waits at most ``WAIT_S`` for its turn, then the visitor is told the server is busy (``ServerBusyError``);
+* every expensive job says what it needs in bytes (``explorer.glue.budget`` estimates each page's peak) and goes
+  through ``admit`` and the one process-wide ``GATE``. A job above ``LIGHT_BYTES`` (or any training or measurement)
+  runs one at a time, so peaks never add up; a job over ``JOB_BYTES`` is refused (pages fit their settings first);
+* the queue is fair: visitors are served in turn (the one served longest ago first, then first come, first served),
+  and a tab has at most one job waiting (a newer request of the same tab takes its place in the queue), so one
+  student's many tabs never push another student back more than one job;
+* a waiting job sees its place and the time waited (``on_wait``), and is told the server is busy only when the
+  queue is full (``MAX_WAITING``), never while its turn is coming;
 * a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (between
   training steps, between measurements). A closed tab costs the server nothing more (``SessionEndedError``);
 * after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns.
+
+A new heavy path declares what it adds at its peak, in bytes, before it allocates anything::
+
+    need = budget.need_bytes("explorer", settings)      # a page with factors in budget.FACTORS, or
+    need = 2 * weights_bytes + activations_bytes         # any estimate of its own, measured once (bench/)
+    with admission.admit("loading GPT-2", need_bytes=need):
+        ...
+
+A job over ``JOB_BYTES`` raises ``OverBudgetError`` (fit the settings first: ``budget.fitted``); the old form
+``admit(label, heavy=True)`` still gates time-heavy work without bytes. Cached results go in a ``byte_cache``.
 
 No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to this module.
 """
@@ -19,93 +34,219 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from . import budget
 
 log = logging.getLogger("mha_explorer")
 
 # --- budgets (measured: README, "A class on one small server") --------------------------------------------------------
+MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
-HEAVY_CELLS = 2**20  # explorer runs with b·h·T² above this (4 MiB per float32 attention matrix) take the gate
+# What one job may add to the process at its peak (explorer.glue.budget estimates it for every page). 690 MB less what
+# a warm server holds after one visit of every page (about 430 MB with pandas) and the byte-bounded caches (64 MB).
+JOB_BYTES = budget.JOB_BYTES
+LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
-WAIT_S = 120.0  # longest wait for the gate before the visitor is told the server is busy
+MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy
 POLL_S = 0.2  # how often a waiting job checks whether its session still exists
 TRAIN_TIME_BUDGET_S = 60.0  # one training run, checked between steps (the page's largest run takes ~15 s)
-# The Cost page's measurement holds about seven (b, h, T, T) matrices at its longest length (measured: +442 MB at
-# 16 heads × 1024² tokens), so it gets half the explorer's attention cells: +221 MB at most.
-COST_MAX_CELLS = 8 * 2**20
 
 
 class SessionEndedError(Exception):
-    """The session that asked for this work has ended (its tab was closed): stop, show nothing."""
+    """The session that asked for this work has ended (its tab was closed), or asked again: stop, show nothing."""
 
 
 class ServerBusyError(Exception):
-    """The gate stayed closed for WAIT_S: other visitors' heavy jobs are running."""
+    """The queue is full (MAX_WAITING jobs wait), or a test's wait_s passed: other visitors' heavy jobs are running."""
+
+
+class OverBudgetError(ValueError):
+    """A job asked for more than JOB_BYTES: it is never run (pages fit their settings into the budget first)."""
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One job in the queue: who asked (their tab and, for fairness, their client) and what it needs."""
+
+    label: str
+    need_bytes: int
+    client: str
+    session: str | None
+    seq: int
+    superseded: bool = False
 
 
 class Gate:
-    """A counting gate with a bounded wait that gives up when the waiting session ends.
+    """A fair queue in front of ``slots`` heavy jobs at once, each at most ``capacity_bytes``.
 
-    ``active`` and ``peak_active`` are for tests and the load report.
+    The next job is the waiting one whose client was served longest ago (never served first), then the earliest.
+    ``active``, ``peak_active`` and ``admitted`` are for tests and the load report.
     """
 
-    def __init__(self, slots: int = HEAVY_SLOTS):
-        self.slots = slots
-        self._semaphore = threading.BoundedSemaphore(slots)
-        self._lock = threading.Lock()
-        self.active = 0
-        self.peak_active = 0
-        self.admitted = 0
+    def __init__(self, slots: int = HEAVY_SLOTS, capacity_bytes: int = JOB_BYTES, max_waiting: int = MAX_WAITING):
+        self.slots, self.capacity_bytes, self.max_waiting = slots, capacity_bytes, max_waiting
+        self._cond = threading.Condition()
+        self._waiting: list[Ticket] = []
+        self._running: list[Ticket] = []
+        self._served: dict[str, int] = {}  # client -> turn number of its last admitted job
+        self._seq, self._turns = itertools.count(), itertools.count(1)
+        self.active = self.peak_active = self.admitted = 0
         self._holder = threading.local()  # a job admitted in this thread: nested admits pass (no self-deadlock)
+
+    def _order(self, ticket: Ticket) -> tuple[int, int]:
+        return self._served.get(ticket.client, 0), ticket.seq
+
+    def place(self, ticket: Ticket) -> int:
+        """1 + the jobs before this one: those running and those the queue serves first."""
+        with self._cond:
+            key = self._order(ticket)
+            return 1 + len(self._running) + sum(self._order(t) < key for t in self._waiting if t is not ticket)
+
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    def _enqueue(self, label: str, need_bytes: int, client: str, session: str | None) -> Ticket:
+        with self._cond:
+            ticket = Ticket(label, need_bytes, client, session, next(self._seq))
+            earlier = [t for t in self._waiting if session is not None and t.session == session]
+            for old in earlier:  # one job waiting per tab: the newer request keeps the older one's place
+                old.superseded = True
+                self._waiting.remove(old)
+                ticket.seq = min(ticket.seq, old.seq)
+            if len(self._waiting) >= self.max_waiting:
+                raise ServerBusyError(f"The server is busy: {len(self._waiting)} large runs are waiting ({label}).")
+            self._waiting.append(ticket)
+            self._cond.notify_all()
+            return ticket
+
+    def _try_start(self, ticket: Ticket) -> bool:
+        with self._cond:
+            if ticket.superseded:
+                raise SessionEndedError(f"{ticket.label}: a newer request from the same tab took its place")
+            first = min(self._waiting, key=self._order)
+            if first is not ticket or len(self._running) >= self.slots:
+                self._cond.wait(POLL_S)
+                return False
+            self._waiting.remove(ticket)
+            self._running.append(ticket)
+            self._served[ticket.client] = next(self._turns)
+            self.active = len(self._running)
+            self.admitted += 1
+            self.peak_active = max(self.peak_active, self.active)
+            return True
+
+    def _leave(self, ticket: Ticket) -> None:
+        with self._cond:
+            if ticket in self._waiting:
+                self._waiting.remove(ticket)
+            if ticket in self._running:
+                self._running.remove(ticket)
+            self.active = len(self._running)
+            if not self._waiting and not self._running:
+                self._served.clear()  # nobody waits: turns start afresh
+            self._cond.notify_all()
 
     @contextlib.contextmanager
     def admit(
-        self, label: str, should_stop: Callable[[], bool] | None = None, wait_s: float = WAIT_S
+        self,
+        label: str,
+        should_stop: Callable[[], bool] | None = None,
+        wait_s: float | None = None,
+        *,
+        need_bytes: int = 0,
+        visitor: tuple[str | None, str] | None = None,
+        on_wait: Callable[[int, float], None] | None = None,
     ) -> Iterator[None]:
+        """Wait for this job's turn, run it, hand memory back. ``visitor``: (session id, client) for fairness."""
         if getattr(self._holder, "inside", False):
             yield
             return
-        deadline = time.monotonic() + wait_s
-        while not self._semaphore.acquire(timeout=POLL_S):
-            if should_stop is not None and should_stop():
-                raise SessionEndedError(f"{label}: the session ended while it waited")
-            if time.monotonic() > deadline:
-                raise ServerBusyError(
-                    f"The server is busy with other visitors' large runs ({label} waited {wait_s:.0f} s)."
-                )
+        if need_bytes > self.capacity_bytes:
+            raise OverBudgetError(
+                f"{label} needs about {need_bytes / MB:.0f} MB, over the {self.capacity_bytes / MB:.0f} MB budget"
+            )
+        session, client = visitor or (None, f"thread-{threading.get_ident()}")
+        ticket = self._enqueue(label, need_bytes, client, session)
         try:
-            if should_stop is not None and should_stop():
-                raise SessionEndedError(f"{label}: the session ended while it waited")
-            with self._lock:
-                self.active += 1
-                self.admitted += 1
-                self.peak_active = max(self.peak_active, self.active)
-            self._holder.inside = True
-            try:
-                yield
-            finally:
-                self._holder.inside = False
-                with self._lock:
-                    self.active -= 1
+            self._wait_turn(ticket, should_stop, wait_s, on_wait)
+        except BaseException:
+            self._leave(ticket)
+            raise
+        self._holder.inside = True
+        _RAN_HEAVY.flag = True
+        try:
+            yield
         finally:
-            self._semaphore.release()
+            self._holder.inside = False
+            self._leave(ticket)
             release_memory()
+
+    def _wait_turn(self, ticket: Ticket, should_stop, wait_s: float | None, on_wait) -> None:
+        begin, waited = time.monotonic(), 0.0
+        while not self._try_start(ticket):
+            if should_stop is not None and should_stop():
+                raise SessionEndedError(f"{ticket.label}: the session ended while it waited")
+            waited = time.monotonic() - begin
+            if wait_s is not None and waited > wait_s:
+                raise ServerBusyError(
+                    f"The server is busy with other visitors' large runs ({ticket.label} waited {wait_s:.0f} s)."
+                )
+            if on_wait is not None:
+                on_wait(self.place(ticket), waited)
+        if should_stop is not None and should_stop():
+            raise SessionEndedError(f"{ticket.label}: the session ended while it waited")
+        if on_wait is not None and waited:
+            on_wait(0, waited)
 
 
 GATE = Gate()
+_RAN_HEAVY = threading.local()  # set in a thread that ran a heavy job: its page hands memory back when it ends
 
 
-def admit(label: str, *, heavy: bool = True, should_stop: Callable[[], bool] | None = None, wait_s: float = WAIT_S):
-    """The admission gate: a context manager around one expensive job; light jobs pass straight through.
+def ran_heavy() -> bool:
+    """True once per heavy job run in this thread since the last call (the page boundary then releases memory)."""
+    flag = getattr(_RAN_HEAVY, "flag", False)
+    _RAN_HEAVY.flag = False
+    return flag
 
-    ``should_stop`` defaults to ``session_ended()`` of the calling script's session.
+
+def admit(
+    label: str,
+    *,
+    need_bytes: int | None = None,
+    heavy: bool | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    wait_s: float | None = None,
+    visitor: tuple[str | None, str] | None = None,
+    on_wait: Callable[[int, float], None] | None = None,
+):
+    """The admission gate: a context manager around one expensive job.
+
+    ``need_bytes``: what the job adds to the process at its peak (``explorer.glue.budget``'s estimates); a job under
+    ``LIGHT_BYTES`` passes straight through unless ``heavy`` (time-heavy work: training, measurements) says otherwise.
+    ``heavy`` alone (the old form) gates without a byte estimate. ``should_stop`` defaults to ``session_ended()`` of
+    the calling script's session, ``visitor`` to its tab and client, ``on_wait`` to a line on the page that shows the
+    place in the queue and the time waited.
     """
+    if heavy is None:
+        heavy = need_bytes is None or need_bytes > LIGHT_BYTES
     if not heavy:
         return contextlib.nullcontext()
-    return GATE.admit(label, should_stop if should_stop is not None else session_ended(), wait_s)
+    return GATE.admit(
+        label,
+        should_stop if should_stop is not None else session_ended(),
+        wait_s,
+        need_bytes=need_bytes or 0,
+        visitor=visitor if visitor is not None else current_visitor(),
+        on_wait=on_wait if on_wait is not None else queue_notice(),
+    )
 
 
 def session_ended() -> Callable[[], bool]:
@@ -132,22 +273,58 @@ def either(*checks: Callable[[], bool] | None) -> Callable[[], bool]:
     return lambda: any(check() for check in present)
 
 
-# --- what a job costs -------------------------------------------------------------------------------------------
+# --- who is asking, and what they see while they wait ---------------------------------------------------------
 
 
-def attention_cells(batch_size: int, num_heads: int, num_tokens: int) -> int:
-    return batch_size * num_heads * num_tokens**2
+def current_visitor() -> tuple[str | None, str] | None:
+    """(session id, client) of the script running in this thread, or None outside a session.
+
+    The client is the address the request came from: the last X-Forwarded-For hop (what the proxy in front of the
+    app saw; earlier hops are the client's own words), else the socket's address, else the tab itself. Tabs of one
+    student share it, so the queue serves other students between them.
+    """
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+        ctx = get_script_run_ctx(suppress_warning=True)
+        if ctx is None:
+            return None
+        import streamlit as st
+
+        forwarded = (st.context.headers.get("X-Forwarded-For") or "").split(",")[-1].strip()
+        return ctx.session_id, forwarded or st.context.ip_address or ctx.session_id
+    except Exception:  # noqa: BLE001 - no context to read (a bare script, a test thread): no fairness key
+        return None
 
 
-def explorer_is_heavy(settings) -> bool:
-    """The explorer's pages hold about four (b, h, T, T) float32 matrices at once while figures are built."""
-    return attention_cells(settings.batch_size, settings.num_heads, settings.num_tokens) > HEAVY_CELLS
+def queue_notice() -> Callable[[int, float], None] | None:
+    """A callback that shows, in the running page, this job's place in the queue and the time it has waited."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
+        if get_script_run_ctx(suppress_warning=True) is None:
+            return None
+        import streamlit as st
+    except Exception:  # noqa: BLE001 - outside a page: nobody to tell
+        return None
+    shown: dict = {"last": -1.0, "slot": None}
 
-def cost_max_tokens(batch_size: int, num_heads: int, wanted: int, steps) -> int:
-    """The longest measured length ≤ wanted (of ``steps``) whose b·h·T² fits COST_MAX_CELLS."""
-    fitting = [t for t in steps if t <= wanted and attention_cells(batch_size, num_heads, t) <= COST_MAX_CELLS]
-    return fitting[-1] if fitting else min(steps)
+    def show(place: int, waited_s: float) -> None:
+        """place 0: the job's turn came; the line goes."""
+        if place == 0:
+            if shown["slot"] is not None:
+                shown["slot"].empty()
+        elif waited_s - shown["last"] >= 1.0:
+            shown["last"] = waited_s
+            shown["slot"] = shown["slot"] or st.empty()
+            ahead = place - 1
+            shown["slot"].info(
+                f"Waiting for the server: {ahead} larger run{'s' if ahead != 1 else ''} ahead of yours "
+                f"(place {place} in the queue), {waited_s:.0f} s so far. Your turn is coming; keep this tab open.",
+                icon=":material/hourglass:",
+            )
+
+    return show
 
 
 # --- memory back to the OS --------------------------------------------------------------------------------------

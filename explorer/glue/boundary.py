@@ -156,6 +156,9 @@ def run_page(main: Callable[[], None]) -> None:
                 f"Something went wrong ({type(error).__name__}). Try smaller settings or reload the page; "
                 "the error was logged."
             )
+    finally:
+        if admission.ran_heavy():  # the figures a heavy run sent are garbage now: their memory goes back too
+            admission.release_memory()
 
 
 def _offer_smaller_settings() -> None:

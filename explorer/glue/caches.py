@@ -1,87 +1,100 @@
 """The caches every page shares, keyed on settings (never on arrays), and the admission gate in front of them.
 
-Everything here is in ``st.cache_resource``: shared by every session and never mutated (modules, runs, views with
-their built figures). ``st.cache_data`` would pickle the figures, and plotly validates a figure again on unpickle.
+Everything here is in a cache bounded in bytes (``byte_cache``), shared by every session and never mutated (modules,
+runs, views with their built figures); ``st.cache_data`` would pickle the figures, and plotly validates a figure again
+on unpickle. Each run goes through the gate with its page's estimate in bytes (``budget``).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
-
-import streamlit as st
+import threading
 
 from mha_core import runs
 
-from . import admission
+from . import admission, budget
 from . import settings as cfg
+from .byte_cache import MB, byte_cached
 from .settings import Settings
 from .url import notice
 
 
-@st.cache_resource(max_entries=4, ttl=600, show_spinner=False)
+@byte_cached(max_bytes=48 * MB, max_entries=4, ttl_s=600)
 def cached_module(spec: runs.ModuleSpec):
-    """One module per settings, shared read-only by every session (never mutate it)."""
+    """One module per settings, shared read-only by every session (never mutate it); its weights and mask counted."""
     return runs.build_module(spec)
 
 
-HEAVY_CELLS = admission.HEAVY_CELLS  # b·h·T² above which a run waits for the others (see explorer.glue.admission)
+def fit_page(settings: Settings, page: str) -> Settings:
+    """The nearest settings whose ``page`` run fits the one byte budget (budget.fitted), with a notice when it moved.
 
-
-def fit_budget(settings: Settings, max_cells: int, page: str) -> Settings:
-    """The nearest settings with b·h·T² ≤ max_cells, with a notice, for pages that run several copies at once.
-
-    Batch goes down first, then tokens; the sidebar keeps the user's own settings for the other pages.
+    The sidebar and the URL keep the user's own settings for the other pages.
     """
-    b, h, T = settings.batch_size, settings.num_heads, settings.num_tokens
-    if b * h * T * T <= max_cells:
+    fitted = budget.fitted(page, settings)
+    if fitted == settings:
         return settings
-    b = max(1, min(b, max_cells // (h * T * T)))
-    while b * h * T * T > max_cells and T > 1:
-        T -= 1
-    notice(
-        f"{page} runs several copies of the module at once, so it uses batch_size={b} and num_tokens={T} "
-        f"(b·h·T² ≤ {max_cells:,}) instead of {settings.batch_size} and {settings.num_tokens}."
-    )
-    fitted, _ = cfg.reconcile(replace(settings, batch_size=b, num_tokens=T))
-    return fitted
+    notice(budget.fit_notice(page, settings, fitted))
+    reconciled, _ = cfg.reconcile(fitted)
+    return reconciled
 
 
-def is_heavy(settings: Settings) -> bool:
-    return admission.explorer_is_heavy(settings)
+def fit_budget(settings: Settings, max_cells: int | None = None, page: str = "heads") -> Settings:
+    """The old name of ``fit_page`` (max_cells is no longer used: the budget is in bytes)."""
+    return fit_page(settings, page)
 
 
-def heavy_gate(settings: Settings):
-    """Big runs go one at a time through the one admission gate (explorer.glue.admission); small runs pass straight
-    through. A waiting run gives up when its session ends; afterwards freed memory goes back to the OS."""
-    cells = settings.batch_size * settings.num_heads * settings.num_tokens**2
-    return admission.admit(f"the explorer at b·h·T² = {cells:,}", heavy=is_heavy(settings))
+def need_bytes(settings: Settings, page: str = "explorer") -> int:
+    return budget.need_bytes(page, settings)
 
 
-def gated(cached_function):
-    """Put a cached function taking settings first behind ``heavy_gate`` (outside its cache, so a waiting
-    session finds the first one's result)."""
+def is_heavy(settings: Settings, page: str = "explorer") -> bool:
+    """A run that adds more than LIGHT_BYTES waits its turn in the gate."""
+    return need_bytes(settings, page) > admission.LIGHT_BYTES
 
-    @functools.wraps(cached_function)
-    def run(settings: Settings, *args, **kwargs):
-        with heavy_gate(settings):
-            return cached_function(settings, *args, **kwargs)
 
-    return run
+def heavy_gate(settings: Settings, page: str = "explorer"):
+    """Big runs go one at a time through the one admission gate (explorer.glue.admission) with their byte estimate;
+    small runs pass straight through. A waiting run gives up when its session ends; afterwards freed memory goes
+    back to the OS."""
+    need = need_bytes(settings, page)
+    label = f"{budget.PAGE_NAMES[page]} at about {need / MB:,.0f} MB"
+    return admission.admit(label, need_bytes=need)
+
+
+def gated(page: str = "explorer"):
+    """Put a cached function taking settings first behind ``heavy_gate`` with ``page``'s estimate (outside its
+    cache, so a waiting session finds the first one's result)."""
+
+    def decorate(cached_function):
+        @functools.wraps(cached_function)
+        def run(settings: Settings, *args, **kwargs):
+            peek = getattr(cached_function, "peek", None)
+            if peek is not None:  # a view already made waits for nobody
+                hit, value = peek(settings, *args, **kwargs)
+                if hit:
+                    return value
+            with heavy_gate(settings, page):
+                return cached_function(settings, *args, **kwargs)
+
+        return run
+
+    if callable(page):  # the old form, @gated without a page
+        function, page = page, "explorer"
+        return decorate(function)
+    return decorate
 
 
 release_memory = admission.release_memory
 
 
 # Two levels of cache. The computed view (a run's trace, keyed on settings) is reused by every section, batch element
-# and presentation choice; the figures drawn from it are cached per presentation, as built objects in
-# st.cache_resource, because st.cache_data would pickle them and plotly validates a figure again on every unpickle.
-# Both are shared by every session and never mutated (st.plotly_chart serialises a copy).
+# and presentation choice; the figures drawn from it are cached per presentation, as built objects (st.cache_data
+# would pickle them, and plotly validates a figure again on every unpickle). Both are byte-bounded caches
+# (explorer.glue.byte_cache), shared by every session and never mutated (st.plotly_chart serialises a copy): a heavy
+# run is never kept, and a cache holds as many views as fit its bytes.
 
-RUN_CACHE_CELLS = 2**18  # runs with b·h·T² above this are not kept (≤ 16 entries of about 6 MB at most)
 
-
-@st.cache_resource(max_entries=16, ttl=900, show_spinner=False)
+@byte_cached(max_bytes=32 * MB, max_entries=16, ttl_s=900)
 def _kept_explorer_run(settings: Settings):
     from ..views import attention_explorer
 
@@ -90,44 +103,24 @@ def _kept_explorer_run(settings: Settings):
 
 
 def explorer_run(settings: Settings):
-    """The explorer's computed view for the settings: kept when small, run afresh (behind the gate) when large."""
+    """The explorer's computed view for the settings: kept when light, run afresh (behind the gate) when heavy."""
     from ..views import attention_explorer
 
-    if _cells(settings) <= RUN_CACHE_CELLS:
+    if not is_heavy(settings):
         return _kept_explorer_run(settings)
     module, x, labels = module_and_input(settings)
     return attention_explorer.run_explorer(module, x, labels, settings)
 
 
-def _cells(settings: Settings) -> int:
-    return settings.batch_size * settings.num_heads * settings.num_tokens**2
-
-
-def _build_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
+@gated("explorer")
+@byte_cached(max_bytes=32 * MB, max_entries=64, ttl_s=1800, spinner="Running the module…")
+def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
+    """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
     from ..views import attention_explorer
 
     return attention_explorer.build_view(
         explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge, presenter=presenter
     )
-
-
-# A view holds its figures: tens of KB at a class's settings, up to a few MB for a heavy run. Heavy views get a
-# cache of their own, a few entries long, so that a burst of large runs cannot fill memory with views nobody reopens.
-@st.cache_resource(max_entries=64, ttl=1800, show_spinner="Running the module…")
-def _small_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
-    return _build_view(settings, section, batch_index, enlarge, presenter)
-
-
-@st.cache_resource(max_entries=4, ttl=600, show_spinner="Running the module…")
-def _heavy_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
-    return _build_view(settings, section, batch_index, enlarge, presenter)
-
-
-@gated
-def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
-    """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
-    cache = _heavy_view if is_heavy(settings) else _small_view
-    return cache(settings, section, batch_index, enlarge, presenter)
 
 
 def module_and_input(settings: Settings):
@@ -144,12 +137,27 @@ def module_and_input(settings: Settings):
     return cached_module(settings.module_spec()), x, labels
 
 
+def npz_offered(settings: Settings) -> bool:
+    """The .npz download is offered when making it fits the one budget."""
+    return budget.fits("npz", settings)
+
+
 def npz_download(settings: Settings):
-    """A callable for st.download_button: the whole trace as .npz, computed only on click."""
+    """A callable for st.download_button: the whole trace as .npz, computed only on click, through the gate.
+
+    The button's request sent again (a hand-made loop) gets the same bytes, made once: Streamlit stores a file by its
+    content, so a tab holds one copy, not one per request.
+    """
+    made: list[bytes] = []
+    lock = threading.Lock()
 
     def make() -> bytes:
-        with heavy_gate(settings):
-            module, x, labels = module_and_input(settings)
-            return runs.trace_npz(runs.run_trace(module, x, train=settings.train, seed=settings.seed), labels)
+        with lock:
+            if not made:
+                with heavy_gate(settings, "npz"):
+                    module, x, labels = module_and_input(settings)
+                    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+                    made.append(runs.trace_npz(trace, labels))
+            return made[0]
 
     return make

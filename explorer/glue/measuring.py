@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from mha_core import profiling
 
-from . import admission
+from . import admission, budget
 
 
 def measure_cost(spec: profiling.CostSpec, show_progress: Callable[[float, str], object]) -> profiling.CostReport:
@@ -18,5 +18,6 @@ def measure_cost(spec: profiling.CostSpec, show_progress: Callable[[float, str],
             raise admission.SessionEndedError("the Cost measurement")
         show_progress(min(1.0, done), text)
 
-    with admission.admit("the Cost measurement", should_stop=ended):
+    need = budget.cost_need_bytes(spec)
+    with admission.admit("the Cost measurement", heavy=True, need_bytes=need, should_stop=ended):
         return profiling.measure(spec, progress=progress)

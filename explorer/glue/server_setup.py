@@ -1,6 +1,6 @@
 """Process-wide settings for the app server, made once at start-up, before any session runs.
 
-Three of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
+Four of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
 
 1. torch's thread pools (below).
 2. The start-up heap is frozen out of the garbage collector. Streamlit runs a full ``gc.collect()`` after every
@@ -17,6 +17,8 @@ Three of them, all because a Streamlit server is one process whose sessions are 
    serialised; bench/engine_leak.py): 0.5 MB of the heap stays allocated per run after ``gc.collect`` (100 runs:
    88.6 → 140.1 MB); with ``json`` it stays flat (87.9 → 88.1 MB), and each figure serialises in 3 ms instead of 12
    (the failed try costs more than it saves). In a server that leak was most of what idle RSS kept after a class.
+4. A browser's ``clear_cache`` message is refused (``refuse_browser_cache_clear``), and widget states of the wrong
+   kind are dropped before Streamlit parses them (``refuse_mistyped_widget_states``).
 
 A Streamlit server is one Python process whose sessions are threads, on at most 2 CPUs here and on Community Cloud.
 torch's thread pools belong to the process, so no session may change them (a session that did would change them
@@ -30,10 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import threading
 
 import torch
 
+log = logging.getLogger("mha_explorer")
 INTRA_OP_THREADS = 1
 INTER_OP_THREADS = 1
 
@@ -53,9 +57,73 @@ def configure_process() -> None:
             torch.set_num_interop_threads(INTER_OP_THREADS)
         _import_what_every_page_uses()
         _plotly_json_engine()
+        refuse_browser_cache_clear()
+        refuse_mistyped_widget_states()
         gc.collect()
         gc.freeze()
         _configured = True
+
+
+def refuse_browser_cache_clear() -> None:
+    """A browser's ``clear_cache`` message does nothing: any viewer could send it over the websocket (the toolbar
+    setting only hides the menu item) and empty every shared cache, the finished trainings included, for the whole
+    class. The app clears its caches itself, on the server (``idle.clear_caches``)."""
+    from streamlit.runtime.app_session import AppSession
+
+    if getattr(AppSession._handle_clear_cache_request, "refused", False):
+        return
+
+    def refused(self) -> None:
+        log.warning("refused a clear_cache message from a browser (session %s)", getattr(self, "id", "?"))
+
+    refused.refused = True
+    AppSession._handle_clear_cache_request = refused
+
+
+MISTYPED_NOTICE = "A control sent a value of the wrong kind ({keys}); it was ignored and your settings are kept."
+
+
+def well_typed(states, metadata) -> tuple[object, list[str]]:
+    """(the widget states whose value is of the kind their widget takes, the user keys of those that were not).
+
+    A browser sends each widget's value in the proto field its widget registered (``value_type``); a hand-made
+    message can send any (``w_seed`` as a string), which Streamlit would hand to the widget's deserializer while it
+    parses the states, before the page runs, where no page boundary catches what it raises.
+    """
+    from streamlit.proto.WidgetStates_pb2 import WidgetStates
+
+    kept, dropped = WidgetStates(), []
+    for state in states.widgets:
+        registered = metadata.get(state.id)
+        kind = state.WhichOneof("value")
+        if registered is not None and kind is not None and kind != registered.value_type:
+            dropped.append(state.id.rsplit("-", 1)[-1])
+            continue
+        kept.widgets.append(state)
+    return kept, dropped
+
+
+def refuse_mistyped_widget_states() -> None:
+    """Widget states of the wrong kind are dropped before Streamlit parses them, with a notice on the page."""
+    from streamlit.runtime.state.session_state import SessionState
+
+    original = SessionState.on_script_will_rerun
+    if getattr(original, "refused", False):
+        return
+
+    def on_script_will_rerun(self, fresh_widget_states=None, **kwargs):
+        if fresh_widget_states is not None:
+            fresh_widget_states, dropped = well_typed(fresh_widget_states, self._new_widget_state.widget_metadata)
+            if dropped:
+                log.warning("dropped widget states of the wrong kind: %s", dropped)
+                with contextlib.suppress(Exception):
+                    notices = list(self._new_session_state.get("page_notices", []))
+                    message = MISTYPED_NOTICE.format(keys=", ".join(dropped))
+                    self._new_session_state["page_notices"] = [*notices, message]
+        return original(self, fresh_widget_states, **kwargs)
+
+    on_script_will_rerun.refused = True
+    SessionState.on_script_will_rerun = on_script_will_rerun
 
 
 PLOTLY_JSON_ENGINE = "json"

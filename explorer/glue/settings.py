@@ -17,6 +17,8 @@ from mha_core import devices
 from mha_core.inputs import BOOK_TEXT, tokenize
 from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
 
+from . import budget
+
 MAX_HEADS = 16
 MAX_HEAD_DIM = 64
 MAX_D_IN = 1024
@@ -273,6 +275,10 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
             f"memory budget of {MAX_ATTENTION_CELLS:,} attention cells; using batch_size={fitting}."
         )
         s = replace(s, batch_size=fitting)
+    fitted = budget.fitted("explorer", s)  # the one budget in bytes: dtype, train mode and dropout count
+    if fitted != s:
+        notices.append(budget.fit_notice("explorer", s, fitted))
+        s = replace(fitted, context_length=max(fitted.num_tokens, min(s.context_length, MAX_CONTEXT)))
     return s, notices
 
 

@@ -1,8 +1,8 @@
 """Streamlit glue for the teaching pages: caches keyed on settings and page parameters, and page-parameter state.
 
 Every cache here is keyed on the frozen ``Settings`` and small ints, strings or frozen dataclasses, never on arrays.
-The views hold built figures, so they live in ``st.cache_resource`` (shared, never mutated): ``st.cache_data`` would
-pickle them, and plotly validates every figure again when it is unpickled.
+The views hold built figures, so they live in byte-bounded shared caches (``byte_cache``; shared, never mutated):
+``st.cache_data`` would pickle them, and plotly validates every figure again when it is unpickled.
 Modules come from ``caches.cached_module`` (shared read-only); anything that changes weights works on a copy
 (see ``mha_core.teaching``). The cached values are the views of ``explorer.teaching``: figures and numbers.
 """
@@ -18,6 +18,7 @@ from mha_core.reference import ReferenceReport
 
 from ..views import heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
 from . import caches, url
+from .byte_cache import MB, byte_cached
 from .settings import Settings
 
 # --- a page's own parameters: read once from the URL into the widget's state, kept in range after that --------------
@@ -49,6 +50,8 @@ def seed_choice(key: str, url_name: str, default: str, choices: tuple[str, ...] 
 # --- caches ----------------------------------------------------------------------------------------------------------
 
 _SPIN = "Running the module…"
+RUN_BYTES = 24 * MB  # a page's computed run is kept only below this
+VIEW_BYTES = 24 * MB  # each view cache's share of byte_cache.TOTAL_BYTES
 
 
 def _module_and_input(settings: Settings):
@@ -68,37 +71,27 @@ def _build_step_view(settings: Settings, number: int, batch_index: int, presente
     )
 
 
-@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
-def _small_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
-    return _build_step_view(settings, number, batch_index, presenter)
-
-
-@st.cache_resource(max_entries=4, ttl=600, show_spinner=_SPIN)  # a heavy run's views: few kept (see caches)
-def _heavy_step(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
-    return _build_step_view(settings, number, batch_index, presenter)
-
-
-@caches.gated
+@caches.gated("step")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     """One step's view, drawn from the explorer's computed run: other steps, batch elements and presenter mode
     reuse that run (and so does the explorer page)."""
-    cache = _heavy_step if caches.is_heavy(settings) else _small_step
-    return cache(settings, number, batch_index, presenter)
+    return _build_step_view(settings, number, batch_index, presenter)
 
 
 # Each page's computation is cached apart from the figures drawn from it (keyed on everything but the batch element
-# shown and presenter mode), so those presentation choices redraw without running anything. Their results are small:
-# every page that runs several copies fits its settings into caches.HEAVY_CELLS first.
+# shown and presenter mode), so those presentation choices redraw without running anything. Every cache is bounded in
+# bytes (explorer.glue.byte_cache): a heavy run is larger than RUN_BYTES and is never kept, only its views.
 
 
-@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+@byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _heads_run(settings: Settings) -> tuple[heads_and_references.HeadsRun, list[str]]:
     module, x, labels = _module_and_input(settings)
     return heads_and_references.run_heads(module, x), labels
 
 
-@caches.gated
-@st.cache_resource(max_entries=16, ttl=1800, show_spinner=_SPIN)
+@caches.gated("heads")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def heads_view(settings: Settings, batch_index: int, presenter: bool) -> heads_and_references.HeadsView:
     run, labels = _heads_run(settings)
     return heads_and_references.build_heads_view(run, labels, batch_index=batch_index, presenter=presenter)
@@ -120,8 +113,8 @@ def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:
     return columns
 
 
-@caches.gated
-@st.cache_resource(max_entries=16, ttl=3600, show_spinner="Running torch's references…")
+@caches.gated("references")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=3600, spinner="Running torch's references…")
 def references(settings: Settings) -> dict[str, ReferenceReport]:
     """compare_with_torch for the settings' module in each dtype of ``reference_dtypes``, on the chosen device."""
     x, _ = runs.build_input(settings.input_spec())
@@ -132,7 +125,7 @@ def references(settings: Settings) -> dict[str, ReferenceReport]:
     }
 
 
-@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+@byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _cross_run(settings: Settings, tgt_len: int, src_len: int, params: teaching.MaskParams):
     """Cross-attention with QKVMultiHeadAttention (hidden_dim = d_out, the settings' heads) under one mask."""
     query, source, q_labels, k_labels = teaching.cross_inputs(
@@ -153,8 +146,8 @@ def _cross_run(settings: Settings, tgt_len: int, src_len: int, params: teaching.
     return run, mask, q_labels, k_labels
 
 
-@caches.gated
-@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+@caches.gated("masks")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def masks_view(
     settings: Settings,
     tgt_len: int,
@@ -171,20 +164,20 @@ def masks_view(
     )
 
 
-@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+@byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _temperature_run(settings: Settings, multiplier: str):
     module, x, labels = _module_and_input(settings)
     return knobs_that_teach.run_temperature(module, x, float(multiplier)), labels
 
 
-@caches.gated
-@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+@caches.gated("knobs")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> knobs_that_teach.TemperatureView:
     run, labels = _temperature_run(settings, multiplier)
     return knobs_that_teach.build_temperature_view(run, labels, presenter=presenter)
 
 
-@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+@byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _dropout_run(settings: Settings, percent: int, draw: int):
     """Dropout p = percent/100 on the settings' module (same weights: dropout has no parameters), in train mode."""
     p = percent / 100
@@ -193,27 +186,27 @@ def _dropout_run(settings: Settings, percent: int, draw: int):
     return knobs_that_teach.run_dropout(module, x, p, settings.seed + draw), labels
 
 
-@caches.gated
-@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+@caches.gated("knobs")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -> knobs_that_teach.DropoutView:
     run, labels = _dropout_run(settings, percent, draw)
     return knobs_that_teach.build_dropout_view(run, labels, presenter=presenter)
 
 
-@st.cache_resource(max_entries=8, ttl=900, show_spinner=False)
+@byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _preset_run(settings: Settings, preset: str):
     module, x, labels = _module_and_input(settings)
     return knobs_that_teach.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
 
 
-@caches.gated
-@st.cache_resource(max_entries=32, ttl=1800, show_spinner=_SPIN)
+@caches.gated("knobs")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def preset_view(settings: Settings, preset: str, presenter: bool) -> knobs_that_teach.PresetView:
     return knobs_that_teach.build_preset_view(_preset_run(settings, preset), presenter=presenter)
 
 
-@caches.gated
-@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
+@caches.gated("follow")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def token_view(settings: Settings, token: int, batch_index: int, presenter: bool):
     """One query token followed through every head, from the explorer's computed run (shared with its pages)."""
     from ..views.follow_a_token import build_token_view
@@ -227,8 +220,8 @@ def token_view(settings: Settings, token: int, batch_index: int, presenter: bool
     )
 
 
-@caches.gated
-@st.cache_resource(max_entries=64, ttl=1800, show_spinner=_SPIN)
+@caches.gated("follow")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def head_view(settings: Settings, batch_index: int, focus: int | None, presenter: bool):
     """The at-a-glance head view, from the explorer's computed run."""
     from ..views.head_view import build_head_view

@@ -130,8 +130,9 @@ def trained_explorer_input(spec: str) -> ExplorerInput:
 class TrainingJob:
     """One training run in a daemon thread: progress is recorded for the page to poll, stop is a flag."""
 
-    def __init__(self, config: TrainConfig, store: ResultStore, session_ended=None):
+    def __init__(self, config: TrainConfig, store: ResultStore, session_ended=None, visitor=None):
         self.config = config
+        self._visitor = visitor  # (session, client) for the gate's fair turns, read in the script thread
         self._store = store  # resolved in the script thread: no Streamlit calls from the worker
         self._stop = threading.Event()
         self._should_stop = admission.either(self._stop.is_set, session_ended)  # Stop pressed, or the tab closed
@@ -156,7 +157,8 @@ class TrainingJob:
 
     def _work(self) -> None:
         try:
-            with admission.admit(f"training {self.config.task}", should_stop=self._should_stop):
+            label = f"training {self.config.task}"
+            with admission.admit(label, heavy=True, should_stop=self._should_stop, visitor=self._visitor):
                 self.result = train_and_store(
                     self.config, progress=self._progress, should_stop=self._should_stop, store=self._store
                 )
@@ -208,7 +210,11 @@ def start_job(config: TrainConfig) -> TrainingJob:
     """Start training this config in the background, unless this session is already training."""
     job = current_job()
     if job is None:
-        job = st.session_state[_JOB_KEY] = TrainingJob(config, result_store(), admission.session_ended()).start()
+        visitor = admission.current_visitor()
+        if visitor is not None:  # its own place: a page's run asked for meanwhile in this tab does not replace it
+            visitor = (f"{visitor[0]}/training", visitor[1])
+        job = TrainingJob(config, result_store(), admission.session_ended(), visitor)
+        st.session_state[_JOB_KEY] = job.start()
     return job
 
 

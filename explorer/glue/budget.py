@@ -1,0 +1,136 @@
+"""What each page's run adds to the server's memory at its peak, in bytes, estimated before anything is allocated.
+
+The one budget: a job may add at most ``admission.JOB_BYTES`` at its peak. Each page's peak is dominated by its
+(b, h, T, T) matrices in the run's dtype (float64 is twice float32): scores, masked scores, weights, the dropout
+mask and the dropped weights in train mode, each page's extra copies (the separate heads, a temperature sweep, the
+.npz file), and the float32 copies its figures are built from. So an estimate is
+
+    need = factor(page, train with dropout?) × b·h·T² × bytes per element + the module's weights + FIXED_BYTES
+
+with the factors measured on a real server at the production settings (``tests/test_memory_budget.py`` checks each
+estimate against the measured peak; bench/memory_report.py prints them side by side). ``fit`` lowers batch_size,
+then num_tokens, until a page's estimate fits. No streamlit: settings.reconcile uses it too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+MB = 2**20
+JOB_BYTES = 200 * MB  # the most one job may add at its peak (admission.JOB_BYTES is this)
+FIXED_BYTES = 12 * MB  # what any run adds besides its matrices: Python objects, small figures, the page's messages
+CROSS_TOKENS = 32  # the masks page's longest query and key lengths (mha_core.teaching.MAX_CROSS_TOKENS)
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+# Peak bytes per (b, h, T, T) cell: a × bytes per element of the run's dtype (its matrices, with train mode's dropout
+# mask and dropped weights when dropout is on), + c × 4 bytes (the float32 and float64 copies its figures are built
+# from, whatever the run's dtype). (a in eval or without dropout, a in train mode with dropout, c); measured at
+# 8 heads × 512 tokens in float32 and float64 on a real server (README, "A class on one small server").
+FACTORS: dict[str, tuple[float, float, float]] = {
+    "explorer": (5.2, 7.5, 0.3),  # the trace (scores, masked, weights; dropout mask and dropped weights) + figures
+    "step": (5.2, 7.5, 0.3),  # the explorer's run, one step's figures
+    "follow": (5.5, 7.0, 3.0),  # the explorer's run, every head's row and the head view
+    "heads": (7.0, 7.0, 15.0),  # separate heads and the batched trace, compared in float64 by the figures (eval)
+    "references": (15.0, 15.0, 5.0),  # the module against torch's two references, in the dtype, float32 and float64
+    "knobs": (11.7, 11.7, 7.5),  # temperature: a trace and the entropy sweep over five scales; dropout: a trace
+    "masks": (8.0, 8.0, 2.0),  # cross-attention (b, h, tgt, src), explicit and fused, and the mask
+    "npz": (9.0, 11.0, 0.0),  # the trace, its arrays as numpy, and the compressed file held while it is served
+    "cost": (10.0, 10.0, 0.0),  # the Cost measurement at its longest length (issue 19: +391 MB at 16 × 512² in float64)
+}
+PAGE_NAMES = {
+    "explorer": "The explorer",
+    "step": "Step through",
+    "follow": "Follow a token",
+    "heads": "Heads and references",
+    "references": "Heads and references",
+    "knobs": "Knobs that teach",
+    "masks": "Masks and cross-attention",
+    "npz": "The .npz download",
+    "cost": "The Cost measurement",
+}
+
+
+def itemsize(dtype: str) -> int:
+    return ITEMSIZE.get(dtype, 4)
+
+
+def matrix_bytes(batch_size: int, num_heads: int, rows: int, columns: int, dtype: str) -> int:
+    """Bytes of one (b, h, rows, columns) matrix in ``dtype``."""
+    return batch_size * num_heads * rows * columns * itemsize(dtype)
+
+
+def module_bytes(settings) -> int:
+    """Listing 3.5's weights and its causal mask buffer (context_length², one byte per element, or the dtype's)."""
+    weights = 3 * settings.d_in * settings.d_out + settings.d_out * settings.d_out + 4 * settings.d_out
+    return weights * itemsize(settings.dtype) + settings.context_length**2 * 4
+
+
+def dropping(page: str, settings) -> bool:
+    """Train mode with dropout: two more matrices (the mask and the dropped weights). Heads compares in eval mode."""
+    return settings.train and settings.dropout > 0 and page not in ("heads", "references")
+
+
+def cell_bytes(page: str, settings) -> float:
+    """Peak bytes per (b, h, T, T) cell for ``page`` at these settings."""
+    eval_factor, train_factor, figures = FACTORS[page]
+    return (train_factor if dropping(page, settings) else eval_factor) * itemsize(settings.dtype) + figures * 4
+
+
+def need_bytes(page: str, settings, rows: int | None = None, columns: int | None = None) -> int:
+    """What ``page`` adds at its peak for these settings (rows × columns: the masks page's tgt_len × src_len)."""
+    longest = CROSS_TOKENS if page == "masks" else settings.num_tokens  # the masks page has its own lengths
+    rows = longest if rows is None else rows
+    columns = longest if columns is None else columns
+    cells = settings.batch_size * settings.num_heads * rows * columns
+    return int(cell_bytes(page, settings) * cells) + module_bytes(settings) + FIXED_BYTES
+
+
+def fits(page: str, settings, budget: int = JOB_BYTES) -> bool:
+    return need_bytes(page, settings) <= budget
+
+
+ALSO = {"heads": "references"}  # a page whose other part runs more: fitted to both
+
+
+def fitted(page: str, settings, budget: int = JOB_BYTES):
+    """The nearest settings whose estimate fits ``budget``: batch_size down first, then num_tokens. No notice."""
+    if page in ALSO:
+        settings = fitted(ALSO[page], settings, budget)
+    if fits(page, settings, budget):
+        return settings
+    cells = max(1.0, (budget - module_bytes(settings) - FIXED_BYTES) / cell_bytes(page, settings))
+    per_sequence = settings.num_heads * settings.num_tokens**2
+    batch = max(1, min(settings.batch_size, int(cells // per_sequence)))
+    tokens = settings.num_tokens
+    if batch * per_sequence > cells:
+        tokens = max(1, min(tokens, math.isqrt(int(cells // (settings.num_heads * batch)))))
+    s = replace(settings, batch_size=batch, num_tokens=tokens)
+    while tokens > 1 and not fits(page, s, budget):  # the module's own bytes shrink too: settle exactly
+        tokens -= 1
+        s = replace(s, num_tokens=tokens)
+    return s
+
+
+def fit_notice(page: str, wanted, got) -> str:
+    """One line: what the budget changed and why, in MB."""
+    need = need_bytes(page, wanted) / MB
+    return (
+        f"{PAGE_NAMES[page]} would need about {need:,.0f} MB for batch_size={wanted.batch_size} × "
+        f"{wanted.num_heads} heads × {wanted.num_tokens}² tokens in {wanted.dtype}"
+        f"{' with dropout in train mode' if dropping(page, wanted) else ''}, over the "
+        f"{JOB_BYTES / MB:.0f} MB one run may use on this shared server; using batch_size={got.batch_size} and "
+        f"num_tokens={got.num_tokens}."
+    )
+
+
+def cost_need_bytes(spec) -> int:
+    """The Cost measurement's peak at its longest length (a profiling.CostSpec)."""
+    cells = spec.batch_size * spec.num_heads * spec.max_tokens**2
+    return int(FACTORS["cost"][0] * itemsize(spec.dtype) * cells) + FIXED_BYTES
+
+
+def cost_max_tokens(settings, wanted: int, steps) -> int:
+    """The longest measured length ≤ wanted (of ``steps``) whose Cost estimate fits the budget."""
+    fitting = [t for t in steps if t <= wanted and fits("cost", replace(settings, num_tokens=t, context_length=t))]
+    return fitting[-1] if fitting else min(steps)
