@@ -131,10 +131,16 @@ def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int
 
 
 def module_and_input(settings: Settings):
-    """(module, x (b, T, d_in), token labels) for the settings: seeded random weights, or a trained layer.
+    """(module, x (b, T, d_in), token labels) for the settings: seeded random weights, a trained layer, or a real
+    GPT's layer on its real input (``?model=``).
 
     The module is shared by every session: never mutate it (runs.run_trace copies it for train mode).
     """
+    if settings.model:
+        from .real_models import explorer_input
+
+        module, x, labels = explorer_input(settings.model, settings.text, settings.layer, settings.num_tokens)
+        return module, x, list(labels)
     if settings.trained:
         from .training_cache import trained_explorer_input
 

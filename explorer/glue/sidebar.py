@@ -217,6 +217,7 @@ PAGES = (  # (script, label, icon): our own navigation, so the explorer is not l
     ("pages/5_Trained_heads.py", "Trained heads", ":material/school:"),
     ("pages/6_Cost.py", "Cost", ":material/speed:"),
     ("pages/7_Follow_a_token.py", "Follow a token", ":material/timeline:"),
+    ("pages/8_Real_heads.py", "Real heads", ":material/psychology:"),
 )
 
 
