@@ -150,6 +150,13 @@ def module_and_input(settings: Settings):
     return cached_module(settings.module_spec()), x, labels
 
 
+def real_model_label(settings: Settings) -> str:
+    """The real model a ``?model=`` setting names, in words."""
+    from .real_models import LABELS
+
+    return LABELS.get(settings.model, settings.model)
+
+
 def npz_download(settings: Settings):
     """A callable for st.download_button: the whole trace as .npz, computed only on click."""
 
