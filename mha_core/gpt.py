@@ -210,3 +210,28 @@ def in_compute_dtype(module: nn.Module) -> nn.Module:
 def count_parameters(model: nn.Module) -> int:
     """Parameters counted once each (a tied out_head is not counted twice)."""
     return sum(p.numel() for p in model.parameters())
+
+
+# OpenAI's GPT-2 (124M) in the book's GPTModel (chapter 5): the mapping lives in gpt2_weights.py, the download and
+# the disk loader in gpt2_download.py.
+GPT2_CONFIG = {
+    "vocab_size": 50257,
+    "context_length": 1024,
+    "emb_dim": 768,
+    "n_heads": 12,
+    "n_layers": 12,
+    "drop_rate": 0.0,
+    "qkv_bias": True,
+}
+
+
+def load_hf_gpt2(state_dict: dict, cfg: dict, dtype: torch.dtype = torch.float32) -> GPTModel:
+    """A ``GPTModel`` holding a Hugging Face GPT-2 state dict (keys with or without ``transformer.``).
+
+    c_attn is split into W_query/W_key/W_value and every Conv1D weight transposed; out_head is tok_emb's Parameter.
+    Built on the meta device, so with dtype=torch.bfloat16 no float32 model is ever made. Frozen, eval mode.
+    A ValueError names missing and unexpected keys and shape mismatches with the numbers.
+    """
+    from .gpt2_weights import load_from_state_dict
+
+    return load_from_state_dict(state_dict, cfg, dtype)
