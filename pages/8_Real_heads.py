@@ -61,7 +61,9 @@ def _apply(model: str, text: str) -> None:
 def choose_model(settings) -> str | None:
     """The model radio; GPT-2 serves once on this server (a Download button), else the shipped model, said plainly."""
     state = st.session_state
-    state.setdefault("w_rh_model", settings.model or "own")
+    if "w_rh_model" not in state:  # a ?model=gpt2 link still asks for GPT-2 where the settings fell back
+        asked = st.query_params.get("model", settings.model or "own")
+        state.w_rh_model = cfg.parse_choice("model", asked, settings.model or "own", cfg.REAL_MODELS)[0]
     wanted = st.radio(
         "model",
         list(MODEL_LABELS),
@@ -81,24 +83,27 @@ def choose_model(settings) -> str | None:
 
 
 def offer_gpt2() -> None:
-    """GPT-2's notice, and its Download button where this server might fetch it."""
+    """GPT-2's notice, and its Download button where this server might fetch it (the notice says what happened)."""
     reason = real_models.gpt2_absent_reason()
-    if "cannot be fetched" in reason:
-        st.info(f"{reason} Our own model serves instead.", icon=":material/cloud_off:")
+    state = st.session_state
+    state.notices = [m for m in state.get("notices", []) if reason not in m]  # said here, beside the button
+    slot = st.empty()
+    if real_models.gpt2_offline():
+        slot.info(f"{reason} Our own model serves instead.", icon=":material/cloud_off:")
         return
-    st.info(f"{reason} Our own model serves until it is here.", icon=":material/download:")
+    slot.info(f"{reason} Our own model serves until it is here.", icon=":material/download:")
     if st.button(f"Download GPT-2 ({real_models.GPT2_FETCH_MB} MB)", key="w_rh_download"):
         bar = st.progress(0.0, text="Downloading GPT-2…")
 
-        def progress(done: int, total: int) -> None:
-            bar.progress(
-                min(1.0, done / max(total, 1)), text=f"Downloading GPT-2… {done / 1e6:.0f} of {total / 1e6:.0f} MB"
-            )
+        def progress(done: int, total: int | None) -> None:
+            of = f" of {total / 1e6:.0f}" if total else ""
+            bar.progress(min(1.0, done / total) if total else 0.0, text=f"Downloading GPT-2… {done / 1e6:.0f}{of} MB")
 
         try:
             real_models.download_gpt2(progress)
         except real_models.ModelUnavailableError as error:
-            st.info(f"{error} Our own model serves instead.", icon=":material/cloud_off:")
+            bar.empty()
+            slot.info(f"{error} Our own model serves instead.", icon=":material/cloud_off:")
             return
         st.rerun()
 

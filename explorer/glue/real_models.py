@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +31,6 @@ CAP_REASON = {
     "gpt2": "GPT-2 reads 1,024, but 12 heads × 1,024² weights would not fit this server's memory",
 }
 PAGE_TOKEN_CAP = 64  # the Real heads page's thumbnails: every layer × head at one cell per token
-GPT2_DIR = Path(os.environ.get("MHA_GPT2_DIR", Path.home() / ".cache" / "mha_explorer" / "gpt2"))
 GPT2_FETCH_MB = 548
 
 
@@ -104,39 +101,41 @@ def _gpt2_api():
 
 
 _GPT2_STATE = {"error": ""}  # the last download's failure, for every session (a server is offline for all)
-_GPT2_LOCK = threading.Lock()
-
-
-def gpt2_on_disk() -> bool:
-    return (GPT2_DIR / "model.safetensors").is_file() and (GPT2_DIR / "tokenizer.json").is_file()
 
 
 def gpt2_ready() -> bool:
-    """True when GPT-2 can serve without a download."""
-    return _gpt2_api() is not None and gpt2_on_disk()
+    """True when GPT-2 can serve without a download (both files in the disk cache)."""
+    api = _gpt2_api()
+    return api is not None and api.gpt2_cached()
+
+
+def gpt2_offline() -> bool:
+    """True once a download has failed here (or this build cannot download): this server cannot fetch GPT-2."""
+    return _gpt2_api() is None or bool(_GPT2_STATE["error"])
 
 
 def gpt2_absent_reason() -> str:
-    if _gpt2_api() is None or _GPT2_STATE["error"]:
-        return "GPT-2 cannot be fetched from this server (it has no internet access)."
-    return f"GPT-2 is not downloaded on this server yet: the Real heads page has the button ({GPT2_FETCH_MB} MB)."
+    if gpt2_offline():
+        return "GPT-2 cannot be fetched from this server: it cannot reach huggingface.co."
+    return f"GPT-2 is not on this server yet: the Real heads page downloads it ({GPT2_FETCH_MB} MB, once)."
 
 
 def download_gpt2(progress) -> None:
-    """Fetch GPT-2 into the disk cache through the admission gate; ``progress(done_bytes, total_bytes)``.
+    """Fetch GPT-2 into the disk cache through the admission gate; ``progress(done_bytes, total_bytes or None)``.
 
     Raises ModelUnavailableError offline (remembered for every session), SessionEndedError when the tab closes."""
     api = _gpt2_api()
     if api is None:
-        _GPT2_STATE["error"] = "no download code in this build"
         raise ModelUnavailableError(gpt2_absent_reason())
     ended = admission.session_ended()
-    with _GPT2_LOCK, admission.admit("downloading GPT-2", heavy=True, should_stop=ended):
+    with admission.admit("downloading GPT-2", heavy=True, should_stop=ended):
         try:
-            api.download_gpt2(GPT2_DIR, progress=progress, should_stop=ended)
+            api.download_gpt2(progress=progress, should_stop=ended)
         except api.GPT2Unavailable as error:
             _GPT2_STATE["error"] = str(error)
             raise ModelUnavailableError(gpt2_absent_reason()) from None
+        except api.DownloadStoppedError:
+            raise admission.SessionEndedError("downloading GPT-2") from None
     _GPT2_STATE["error"] = ""
 
 
@@ -146,7 +145,7 @@ def gpt2_model():
     if not gpt2_ready():
         raise ModelUnavailableError(gpt2_absent_reason())
     with admission.admit("loading GPT-2", heavy=True, should_stop=admission.session_ended()):
-        model, tokenizer = _gpt2_api().load_gpt2(GPT2_DIR)
+        model, tokenizer = _gpt2_api().load_gpt2()
     return model.eval().requires_grad_(False), tokenizer
 
 
@@ -162,7 +161,7 @@ def facts(name: str) -> Facts | None:
     if name == "gpt2":
         if not gpt2_ready():
             return None
-        cfg = dict(gpt.GPT_CONFIG_124M, qkv_bias=True)
+        cfg = gpt.GPT2_CONFIG
     else:
         try:
             cfg = own_model()[0].cfg
@@ -183,7 +182,7 @@ def facts(name: str) -> Facts | None:
 def _gpt2_tokenizer():
     from mha_core.text_tokenizer import TextTokenizer
 
-    return TextTokenizer.from_file(GPT2_DIR / "tokenizer.json")
+    return TextTokenizer.from_file(_gpt2_api().gpt2_dir() / "tokenizer.json")
 
 
 def tokenizer(name: str):
