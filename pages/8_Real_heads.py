@@ -8,6 +8,7 @@ explorer.views.real_heads.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from urllib.parse import urlencode
 
@@ -99,12 +100,8 @@ def offer_gpt2() -> None:
             of = f" of {total / 1e6:.0f}" if total else ""
             bar.progress(min(1.0, done / total) if total else 0.0, text=f"Downloading GPT-2… {done / 1e6:.0f}{of} MB")
 
-        try:
+        with contextlib.suppress(real_models.ModelUnavailableError):  # offline: the rerun says so, without a button
             real_models.download_gpt2(progress)
-        except real_models.ModelUnavailableError as error:
-            bar.empty()
-            slot.info(f"{error} Our own model serves instead.", icon=":material/cloud_off:")
-            return
         st.rerun()
 
 

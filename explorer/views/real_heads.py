@@ -150,7 +150,7 @@ def top5_figure(reading: TextReading, *, presenter: bool = False):
     return figures.bar_chart(
         [f"“{label}”" for label in reading.top_labels],
         reading.top_probs,
-        title=f"What comes after “{reading.labels[-1]}”? The {len(reading.top_ids)} most likely next tokens",
+        title=f"What comes after “{_escape(reading.labels[-1])}”? The {len(reading.top_ids)} most likely next tokens",
         y_title="probability",
         presenter=presenter,
     )
