@@ -210,3 +210,17 @@ def in_compute_dtype(module: nn.Module) -> nn.Module:
 def count_parameters(model: nn.Module) -> int:
     """Parameters counted once each (a tied out_head is not counted twice)."""
     return sum(p.numel() for p in model.parameters())
+
+
+def load_shipped_model():
+    """(GPTModel in eval mode, float32; TextTokenizer): the small GPT trained here on Python's documentation."""
+    from .gpt_training import load_shipped
+
+    return load_shipped()
+
+
+def shipped_record() -> dict:
+    """The shipped GPT's record: config, recipe, losses, held-out and unigram losses, head scores, wall time."""
+    from .gpt_training import load_record
+
+    return load_record()
