@@ -33,6 +33,7 @@ class TextReading:
 
     ids: tuple[int, ...]  # (T,)
     labels: tuple[str, ...]  # (T,) one display label per token
+    text: str  # the tokens read, decoded (the sentence, cut to the tokens drawn)
     weights: np.ndarray  # (L, h, T, T) float32 softmax weights, queries on rows
     top_ids: tuple[int, ...]  # (k,) the most likely next tokens, most likely first
     top_labels: tuple[str, ...]  # (k,)
@@ -70,6 +71,7 @@ def read_text(model: GPTModel, tokenizer, ids: list[int], *, top_k: int = TOP_K)
     return TextReading(
         ids=tuple(int(i) for i in ids),
         labels=tuple(tokenizer.labels(list(ids))),
+        text=tokenizer.decode(list(ids)),
         weights=_frozen(weights.float().numpy().copy()),
         top_ids=top_ids,
         top_labels=tuple(tokenizer.labels(list(top_ids))),
@@ -77,18 +79,29 @@ def read_text(model: GPTModel, tokenizer, ids: list[int], *, top_k: int = TOP_K)
     )
 
 
-def probe_tokens(model: GPTModel, period: int = PROBE_PERIOD, *, batch_size: int = PROBE_BATCH) -> torch.Tensor:
-    """(b, 2P) the probe: seeded random ids, never the vocabulary's last (GPT-2's end-of-text), repeated twice."""
+@dataclass(frozen=True)
+class Probe:
+    """Which repeated random sequence: the shipped model's record names the one its head scores were read on."""
+
+    period: int = PROBE_PERIOD
+    batch_size: int = PROBE_BATCH
+    seed: int = PROBE_SEED
+    whole_vocabulary: bool = False  # draw from every id (the training's probe), else past the bytes and before EOT
+
+
+def probe_tokens(model: GPTModel, probe: Probe = Probe()) -> torch.Tensor:
+    """(b, 2P) seeded random ids repeated twice; by default past the single bytes (whole words or word pieces) and
+    never the vocabulary's last id (GPT-2's end-of-text)."""
     vocab = model.cfg["vocab_size"]
-    period = max(2, min(period, model.cfg["context_length"] // 2))
-    low = min(256, vocab // 4)  # past the single bytes, so the tokens are whole words or word pieces
-    return head_scores.repeated_random_tokens(vocab - 1, period, batch_size=batch_size, seed=PROBE_SEED, low=low)
+    period = max(2, min(probe.period, model.cfg["context_length"] // 2))
+    high, low = (vocab, 0) if probe.whole_vocabulary else (vocab - 1, min(256, vocab // 4))
+    return head_scores.repeated_random_tokens(high, period, batch_size=probe.batch_size, seed=probe.seed, low=low)
 
 
 @torch.no_grad()
-def probe_heads(model: GPTModel, tokenizer, period: int = PROBE_PERIOD) -> HeadProbe:
+def probe_heads(model: GPTModel, tokenizer, probe: Probe = Probe()) -> HeadProbe:
     """Every head's three scores and the per-position loss on the repeated random probe."""
-    ids = probe_tokens(model, period)  # (b, 2P)
+    ids = probe_tokens(model, probe)  # (b, 2P)
     period = ids.shape[1] // 2
     weights = model.attention_weights(ids)  # (L, b, h, 2P, 2P)
     scores = {

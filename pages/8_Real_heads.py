@@ -30,20 +30,31 @@ TARGETS = {  # (script, the path a plain link opens, label)
 
 def main() -> None:
     presenter = sidebar.presenter_toggle()
-    settings = url.current_settings()
+    settings = first_visit(url.current_settings())
     st.session_state["_page_fields"] = ("text", "model")  # the notices this page shows
     st.title("Real heads")
+    if not presenter:
+        st.markdown(
+            "A real GPT reads your sentence. Every layer's attention is the project's own `MultiHeadAttention`, "
+            "the module the Explorer traces: below, all of its heads at once, what kind of head each one is, "
+            "and one click to open any of them in the Explorer on the layer's real input."
+        )
     name = choose_model(settings)
-    text = choose_text(settings, name)
+    text = choose_text(name)
     url.show_notices()
     if name is None:
         return
     view = real_models.page_view(name, text, presenter)
+    st.header("What comes next?")
     show_prediction(view, presenter)
-    boundary.show_figure(view.model_view, bare=presenter)
+    st.header("Every head at once")
+    figure(view.model_view, presenter)
+    st.header("What kind of head is each?")
     show_kinds(view, name, text, presenter)
+    st.header("Open any head")
     show_open_any(view, name, text)
-    boundary.show_figure(view.induction, bare=presenter)
+    st.header("Induction: a repeat gets easier")
+    figure(view.induction, presenter)
     first, second = view.copy_losses
     st.markdown(
         f"Mean loss **{first:.2f}** nats on the first copy, **{second:.2f}** on the second. Random tokens cannot be "
@@ -52,6 +63,19 @@ def main() -> None:
     )
     show_about(name)
     url.sync_url(st.session_state.settings)
+
+
+def first_visit(settings):
+    """The session on a real model from here on (the Explorer's sidebar offers the way back); without a sentence in
+    the link, one in the shipped model's own register, Python's documentation."""
+    if settings.model:
+        return settings
+    state = st.session_state
+    text = settings.text if "text" in st.query_params else real_models.DEFAULT_TEXT
+    earlier = list(state.get("notices", []))  # the link's own notices stay
+    url.apply_settings(replace(settings, model="own", text=text, layer=0))
+    state.notices = earlier + [m for m in state.notices if m not in earlier]
+    return state.settings
 
 
 def _apply(model: str, text: str) -> None:
@@ -105,10 +129,10 @@ def offer_gpt2() -> None:
         st.rerun()
 
 
-def choose_text(settings, name: str | None) -> str:
+def choose_text(name: str | None) -> str:
     """The sentence box (the session's text); a sentence longer than the page draws is cut with a notice."""
     state = st.session_state
-    state.setdefault("w_rh_text", settings.text)
+    state.setdefault("w_rh_text", state.settings.text)
     st.text_input(
         "Type a sentence",
         key="w_rh_text",
@@ -123,13 +147,21 @@ def choose_text(settings, name: str | None) -> str:
     return text
 
 
+def figure(panel, presenter: bool) -> None:
+    """A panel under this page's own section heading: the figure, then its caption (shapes), unless presenting."""
+    boundary.show_figure(panel, bare=True)
+    if not presenter:
+        st.caption(panel.caption)
+
+
 def show_prediction(view, presenter: bool) -> None:
     """The next token: a language model's whole job, in five bars."""
     left, right = st.columns([3, 2])
     with left:
-        boundary.show_figure(view.top5, bare=presenter)
+        figure(view.top5, presenter)
     with right:
-        st.markdown("**The model's guess for the next token**")
+        st.markdown("**Your sentence and the model's first choice for what follows:**")
+        st.code(f"{view.sentence}⟨{view.top5_rows[0]['token']}⟩", language=None, wrap_lines=True)
         boundary.show_table(view.top5_rows, presenter=presenter, key="rh_top5", formats={"probability": "%.3f"})
 
 
@@ -145,7 +177,7 @@ def head_link(target: str, name: str, text: str, layer: int, head: int, label: s
 
 def show_kinds(view, name: str, text: str, presenter: bool) -> None:
     """The scores, the strongest head of each kind named, and a link to each."""
-    boundary.show_figure(view.scores, bare=presenter)
+    figure(view.scores, presenter)
     columns = st.columns(len(view.strongest))
     for column, (kind, (layer, head, score)) in zip(columns, view.strongest.items(), strict=True):
         with column:
@@ -159,7 +191,6 @@ def show_open_any(view, name: str, text: str) -> None:
     """Any head: choose layer.head, then open it."""
     num_layers, num_heads = view.strongest_shape
     choices = [f"{layer}.{head}" for layer in range(num_layers) for head in range(num_heads)]
-    st.subheader("Open any head")
     chosen = st.selectbox("open head (layer.head)", choices, key="w_rh_head")
     layer, head = (int(part) for part in chosen.split("."))
     left, right = st.columns(2)

@@ -18,7 +18,6 @@ import streamlit as st
 import torch
 
 from explorer.glue import real_models
-from explorer.glue import settings as cfg
 from mha_core import gpt
 
 from .apptest_helpers import charts, check_page, head_matrices, open_page, texts
@@ -57,7 +56,7 @@ def test_the_page_draws_every_chart_at_its_defaults(tiny):
     assert set(figures) == PANELS
     layers, heads = model.cfg["n_layers"], model.cfg["n_heads"]
     thumbs = head_matrices(figures["model_view"])
-    ids = tokenizer.encode(cfg.DEFAULTS.text)
+    ids = tokenizer.encode(real_models.DEFAULT_TEXT)
     assert len(thumbs) == layers * heads and thumbs[0].shape == (len(ids), len(ids))
     weights = model.attention_weights(torch.tensor([ids]))[:, 0].numpy()  # (L, 1, h, T, T) -> (L, h, T, T)
     np.testing.assert_allclose(np.stack(thumbs), weights.reshape(layers * heads, len(ids), len(ids)), atol=1e-6)

@@ -30,6 +30,7 @@ CAP_REASON = {
     "own": "its heads are drawn one cell per token",
     "gpt2": "GPT-2 reads 1,024, but 12 heads × 1,024² weights would not fit this server's memory",
 }
+DEFAULT_TEXT = "The for statement iterates over the items of a list, in the order that they appear in the list."
 PAGE_TOKEN_CAP = 64  # the Real heads page's thumbnails: every layer × head at one cell per token
 GPT2_FETCH_MB = 548
 
@@ -219,7 +220,19 @@ def text_reading(name: str, text: str) -> model_heads.TextReading:
 @st.cache_resource(max_entries=2, show_spinner="Probing every head on a repeated random sequence…")
 def _head_probe(name: str) -> model_heads.HeadProbe:
     model, tok = model_and_tokenizer(name)
-    return model_heads.probe_heads(model, tok)
+    return model_heads.probe_heads(model, tok, _probe(name))
+
+
+def _probe(name: str) -> model_heads.Probe:
+    """The shipped model's own probe (its record's head scores were read on it), else the default one."""
+    recorded = shipped_record().get("probe") if name == "own" else None
+    if not isinstance(recorded, dict):
+        return model_heads.Probe()
+    try:
+        numbers = {key: int(recorded[key]) for key in ("period", "batch_size", "seed")}
+    except (KeyError, TypeError, ValueError):
+        return model_heads.Probe()
+    return model_heads.Probe(**numbers, whole_vocabulary=True)
 
 
 def head_probe(name: str) -> model_heads.HeadProbe:

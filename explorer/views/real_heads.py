@@ -28,8 +28,8 @@ KIND_TEXT = {  # what each kind of head does, in a sentence a student can say ba
     "induction": "looks for an earlier copy of the current token and attends to what came after it, so the "
     "model can continue a repeat: seen “Harry Potter” once, after “Harry” it predicts “Potter”.",
 }
-MODEL_VIEW_PX = figures.FULL_FIGURE_PX
-MAX_THUMB_PX = 120
+MODEL_VIEW_PX = 840  # the main column at 1280 px with the sidebar open
+MAX_THUMB_PX = 170
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class RealHeadsView:
     top5_rows: list[dict]  # token, probability
     copy_losses: tuple[float, float]  # mean loss on the first and on the second copy
     strongest_shape: tuple[int, int]  # (L, h)
+    sentence: str  # the tokens drawn, decoded back to text
 
 
 def _thumb_axes(layout: dict, k: int, domains: tuple[list[float], list[float]], n: int) -> None:
@@ -51,7 +52,14 @@ def _thumb_axes(layout: dict, k: int, domains: tuple[list[float], list[float]], 
     suffix = "" if k == 1 else str(k)
     hidden = {"showticklabels": False, "showgrid": False, "zeroline": False, "ticks": ""}
     layout[f"xaxis{suffix}"] = {"domain": domains[0], "anchor": f"y{suffix}", "range": [-0.5, n - 0.5]} | hidden
-    layout[f"yaxis{suffix}"] = {"domain": domains[1], "anchor": f"x{suffix}", "range": [n - 0.5, -0.5]} | hidden
+    layout[f"yaxis{suffix}"] = {
+        "domain": domains[1],
+        "anchor": f"x{suffix}",
+        "range": [n - 0.5, -0.5],
+        "scaleanchor": f"x{suffix}",
+        "constrain": "domain",
+    } | hidden
+    layout[f"xaxis{suffix}"]["constrain"] = "domain"
 
 
 def _grid_geometry(num_layers: int, num_heads: int, presenter: bool) -> tuple[float, float, float, float]:
@@ -70,7 +78,7 @@ def model_view_figure(weights: np.ndarray, labels: list[str], *, title: str, pre
     """
     num_layers, num_heads, num_tokens, _ = weights.shape
     side, gap, left, plot_px = _grid_geometry(num_layers, num_heads, presenter)
-    width = left + num_heads * (side + gap) + 90
+    width = MODEL_VIEW_PX
     names = [f"{i} {_escape(label)}" for i, label in enumerate(labels)]
     data, layout, notes = [], {}, []
     for layer in range(num_layers):
@@ -81,7 +89,7 @@ def model_view_figure(weights: np.ndarray, labels: list[str], *, title: str, pre
             domains = ([x0, x0 + side / width], [max(0.0, y1 - side / plot_px), y1])
             _thumb_axes(layout, k, domains, num_tokens)
             data.append(_thumb_trace(weights[layer, head], names, layer, head, k))
-        notes.append(_note(f"layer {layer}", 0, 1 - (layer * (side + gap) + side / 2) / plot_px, "right"))
+        notes.append(_note(f"layer {layer}", 0, 1 - (layer * (side + gap) + side / 2) / plot_px, "left"))
     notes += [_note(f"head {h}", (left + h * (side + gap) + side / 2) / width, 1, "center") for h in range(num_heads)]
     top = figures.weights_top(weights)
     layout |= {
@@ -128,22 +136,70 @@ def _note(text: str, x: float, y: float, anchor: str) -> dict:
 
 
 def scores_figure(probe: HeadProbe, *, presenter: bool = False):
-    """The three scores as layers × heads heatmaps side by side, on one 0–1 scale."""
-    stacked = np.stack([probe.scores[kind] for kind in KINDS])  # 3 × (L, h) -> (3, L, h)
-    num_layers, num_heads = stacked.shape[1:]
-    return figures.heads_heatmap(
-        stacked,
-        [f"layer {layer}" for layer in range(num_layers)],
-        [str(head) for head in range(num_heads)],
-        title="Each head's score, by kind",
-        kind="weights",
-        head_names=[f"{kind} score" for kind in KINDS],
-        zmin=0.0,
-        zmax=1.0,
-        presenter=presenter,
-        row_title="layer",
-        col_title="head",
+    """The three scores as layers × heads heatmaps side by side, on one 0–1 scale; layer 0 on top, values printed."""
+    num_layers, num_heads = probe.scores[KINDS[0]].shape
+    cell = min(44.0, (MODEL_VIEW_PX - 200) / (3 * num_heads + 2))
+    panel_w, gap = cell * num_heads, cell * 1.2
+    width, plot_px = 3 * panel_w + 2 * gap + 140, cell * num_layers
+    data, layout, notes = [], {}, []
+    for k, kind in enumerate(KINDS):
+        suffix = "" if k == 0 else str(k + 1)
+        x0 = (80 + k * (panel_w + gap)) / width
+        z = np.asarray(probe.scores[kind], dtype=np.float32)  # (L, h)
+        data.append(_score_trace(z, kind, suffix, show_text=cell >= 34))
+        layout[f"xaxis{suffix}"] = {
+            "domain": [x0, x0 + panel_w / width],
+            "anchor": f"y{suffix}",
+            "tickmode": "array",
+            "tickvals": list(range(num_heads)),
+            "ticktext": [str(h) for h in range(num_heads)],
+            "title": {"text": "head"},
+            "constrain": "domain",
+        }
+        layout[f"yaxis{suffix}"] = {
+            "anchor": f"x{suffix}",
+            "range": [num_layers - 0.5, -0.5],
+            "tickmode": "array",
+            "tickvals": list(range(num_layers)),
+            "ticktext": [f"layer {layer}" for layer in range(num_layers)],
+            "showticklabels": k == 0,
+            "ticks": "",
+            "scaleanchor": f"x{suffix}",
+            "constrain": "domain",
+        }
+        notes.append(_note(f"{kind}", x0 + panel_w / width / 2, 1, "center"))
+    layout |= {
+        "annotations": notes,
+        "coloraxis": {
+            "colorscale": _SEQUENTIAL,
+            "cmin": 0.0,
+            "cmax": 1.0,
+            "colorbar": {"title": {"text": "score"}, "thickness": 14},
+        },
+    }
+    return _finish(
+        {"data": data, "layout": layout},
+        "Each head's score, by kind",
+        presenter,
+        plot_px=round(max(plot_px, 160)),
+        above_plot_px=_font(presenter, 1.6),
+        below_px=_font(presenter, 3),
     )
+
+
+def _score_trace(z: np.ndarray, kind: str, suffix: str, *, show_text: bool) -> dict:
+    trace = {
+        "type": "heatmap",
+        "z": z,
+        "coloraxis": "coloraxis",
+        "xaxis": f"x{suffix}",
+        "yaxis": f"y{suffix}",
+        "hovertemplate": f"layer %{{y}}, head %{{x}}<br>{kind} score %{{z:.3f}}<extra></extra>",
+        "meta": {"role": "values", "head": KINDS.index(kind), "kind": kind},
+    }
+    if show_text:
+        trace |= {"text": [[f"{v:.2f}" for v in row] for row in z], "texttemplate": "%{text}"}
+    return trace
 
 
 def top5_figure(reading: TextReading, *, presenter: bool = False):
@@ -217,6 +273,7 @@ def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size
         rows,
         (probe.first_copy_loss, probe.second_copy_loss),
         (num_layers, num_heads),
+        reading.text,
     )
 
 
@@ -244,11 +301,24 @@ def about_lines(name: str, record: dict, facts) -> list[str]:
         f"**Our own GPT**: the book's `GPTModel` (chapter 4), {shape}, trained here on Python's documentation. "
         "Every block's attention is the project's own `MultiHeadAttention`: the module the Explorer traces."
     ]
-    recipe = record.get("recipe")
-    if isinstance(recipe, dict) and recipe:
-        lines.append("Recipe: " + ", ".join(f"{_escape(k)} {_escape(v)}" for k, v in list(recipe.items())[:12]) + ".")
+    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
+    training = [
+        f"{_escape(k)} {_escape(recipe[k])}"
+        for k in ("steps", "batch_size", "lr", "warmup", "weight_decay")
+        if k in recipe
+    ]
+    corpus, tokens = record.get("corpus"), record.get("tokens")
+    if training:
+        seen = f" on {tokens['train']:,} tokens" if isinstance(tokens, dict) and "train" in tokens else ""
+        repeats = (
+            f"; {recipe['repeat_share']:.0%} of each batch is a random stretch repeated, so copying pays"
+            if isinstance(recipe.get("repeat_share"), int | float)
+            else ""
+        )
+        where = _escape(corpus) if corpus else "Python's documentation"
+        lines.append(f"Recipe: AdamW{seen} ({where}), {', '.join(training)}{repeats}.")
     held_out = _number(record, "heldout_loss", "held_out_loss", "val_loss", "test_loss")
-    unigram = _number(record, "unigram_loss", "unigram_baseline", "baseline_loss")
+    unigram = _number(record, "unigram_heldout_loss", "unigram_loss", "unigram_baseline")
     if held_out is not None and unigram is not None:
         lines.append(
             f"Held-out loss **{held_out:.2f}** nats per token, against **{unigram:.2f}** for a unigram baseline (the "
