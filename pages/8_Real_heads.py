@@ -182,7 +182,7 @@ def show_kinds(view, name: str, text: str, presenter: bool) -> None:
     for column, (kind, (layer, head, score)) in zip(columns, view.strongest.items(), strict=True):
         with column:
             st.markdown(f"**Strongest {kind} head: {layer}.{head}** (score {score:.2f})")
-            st.caption(f"A {kind} head {real_heads.KIND_TEXT[kind]}")
+            st.caption(f"{'An' if kind[0] in 'aeiou' else 'A'} {kind} head {real_heads.KIND_TEXT[kind]}")
             for target in ("explorer", "follow"):
                 head_link(target, name, text, layer, head, f"Open head {layer}.{head} in {TARGETS[target][2]}")
 

@@ -174,14 +174,14 @@ def scores_figure(probe: HeadProbe, *, presenter: bool = False):
             "colorscale": _SEQUENTIAL,
             "cmin": 0.0,
             "cmax": 1.0,
-            "colorbar": {"title": {"text": "score"}, "thickness": 14},
+            "colorbar": {"title": {"text": "score"}, "thickness": 14, "lenmode": "pixels", "len": 140},
         },
     }
     return _finish(
         {"data": data, "layout": layout},
         "Each head's score, by kind",
         presenter,
-        plot_px=round(max(plot_px, 160)),
+        plot_px=round(max(plot_px, 150)),
         above_plot_px=_font(presenter, 1.6),
         below_px=_font(presenter, 3),
     )
