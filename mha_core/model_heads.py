@@ -27,7 +27,7 @@ PROBE_BATCH = 4  # probe sequences averaged, so a score is not one sequence's ac
 PROBE_SEED = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TextReading:
     """One sentence through the model. Arrays are read-only views: shared by every session."""
 
@@ -40,7 +40,7 @@ class TextReading:
     top_probs: tuple[float, ...]  # (k,) their probabilities (of the full softmax over V)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HeadProbe:
     """The repeated random sequence and what it reveals about every head."""
 
@@ -79,7 +79,7 @@ def read_text(model: GPTModel, tokenizer, ids: list[int], *, top_k: int = TOP_K)
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Probe:
     """Which repeated random sequence: the shipped model's record names the one its head scores were read on."""
 

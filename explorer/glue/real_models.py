@@ -39,7 +39,7 @@ class ModelUnavailableError(Exception):
     """This model cannot serve here (not shipped in this build, not downloaded, or no internet)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Facts:
     """A model's shape, enough to fit the settings without loading its weights."""
 
@@ -169,13 +169,13 @@ def facts(name: str) -> Facts | None:
         except ModelUnavailableError:
             return None
     return Facts(
-        LABELS[name],
-        cfg["n_layers"],
-        cfg["n_heads"],
-        cfg["emb_dim"],
-        cfg["context_length"],
-        bool(cfg["qkv_bias"]),
-        cfg["vocab_size"],
+        label=LABELS[name],
+        n_layers=cfg["n_layers"],
+        n_heads=cfg["n_heads"],
+        emb_dim=cfg["emb_dim"],
+        context_length=cfg["context_length"],
+        qkv_bias=bool(cfg["qkv_bias"]),
+        vocab_size=cfg["vocab_size"],
     )
 
 

@@ -32,7 +32,7 @@ MODEL_VIEW_PX = 840  # the main column at 1280 px with the sidebar open
 MAX_THUMB_PX = 170
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RealHeadsView:
     """Everything the page draws for one (model, text): built once, shared by every session (never mutate it)."""
 
@@ -265,15 +265,15 @@ def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size
     )
     rows = [{"token": lab, "probability": p} for lab, p in zip(reading.top_labels, reading.top_probs, strict=True)]
     return RealHeadsView(
-        model_view,
-        scores,
-        top5,
-        induction,
-        dict(probe.strongest),
-        rows,
-        (probe.first_copy_loss, probe.second_copy_loss),
-        (num_layers, num_heads),
-        reading.text,
+        model_view=model_view,
+        scores=scores,
+        top5=top5,
+        induction=induction,
+        strongest=dict(probe.strongest),
+        top5_rows=rows,
+        copy_losses=(probe.first_copy_loss, probe.second_copy_loss),
+        strongest_shape=(num_layers, num_heads),
+        sentence=reading.text,
     )
 
 
