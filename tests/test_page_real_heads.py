@@ -170,3 +170,12 @@ def test_views_are_json_and_name_no_html(tiny):
     check_page(at, ["<script>alert(1)</script>"], PAGE)
     for figure in charts(at).values():
         assert "<script" not in json.dumps(figure)
+
+
+def test_presenter_mode_keeps_every_chart_and_drops_the_small_print(tiny):
+    at = open_page(PAGE, {"presenter": "true"})
+    check_page(at, [], f"{PAGE}?presenter=true")
+    assert set(charts(at)) == PANELS
+    assert not any("shape (L, h, T, T)" in caption.value for caption in at.caption)
+    figure = charts(at)["model_view"]
+    assert figure["layout"]["font"]["size"] > 15  # presenter fonts (figures.PRESENTER_SCALE)
