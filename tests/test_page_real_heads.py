@@ -179,3 +179,35 @@ def test_presenter_mode_keeps_every_chart_and_drops_the_small_print(tiny):
     assert not any("shape (L, h, T, T)" in caption.value for caption in at.caption)
     figure = charts(at)["model_view"]
     assert figure["layout"]["font"]["size"] > 15  # presenter fonts (figures.PRESENTER_SCALE)
+
+
+@pytest.fixture
+def gpt2_on_disk(monkeypatch):
+    """GPT-2 "downloaded": a stand-in for mha_core.gpt2_download serving the tiny GPT with bfloat16 storage."""
+    import copy
+    import types
+
+    model, tokenizer = tiny_model()
+    stored = copy.deepcopy(model).to(torch.bfloat16).eval()
+    loads = []
+    api = types.SimpleNamespace(
+        gpt2_cached=lambda: True, load_gpt2=lambda: loads.append(1) or (stored, tokenizer), GPT2Unavailable=OSError
+    )
+    monkeypatch.setattr(real_models, "_gpt2_api", lambda: api)
+    return stored, loads
+
+
+def test_gpt2_once_here_serves_the_page_and_its_links_in_float32_from_bfloat16(gpt2_on_disk):
+    stored, loads = gpt2_on_disk
+    at = open_page(PAGE, {"model": "gpt2", "text": TEXT})
+    check_page(at, [TEXT], f"{PAGE}?model=gpt2")
+    assert set(charts(at)) == PANELS and "GPT-2" in texts(at)
+    query = dict(parse_qsl(urlsplit(next(u for u in links(at) if u.startswith("./?"))).query))
+    assert query["model"] == "gpt2"
+    explorer = open_page("app.py", query)
+    check_page(explorer, [TEXT], f"app.py?{query}")
+    trace = stored.trace_layer(torch.tensor([ids_of(TEXT, real_models.TOKEN_CAP["gpt2"])]), int(query["layer"]))
+    weights = np.stack(head_matrices(charts(explorer)["attn_weights"]))
+    np.testing.assert_array_equal(weights, trace.steps["attn_weights"][0].numpy())
+    assert stored.trf_blocks[0].att.W_query.weight.dtype == torch.bfloat16  # the shared model was not touched
+    assert loads == [1], "loaded once for every page and session"

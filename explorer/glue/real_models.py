@@ -158,16 +158,13 @@ def model_and_tokenizer(name: str):
 
 
 def facts(name: str) -> Facts | None:
-    """The model's shape, or None when it cannot serve (GPT-2's is known without loading its weights)."""
-    if name == "gpt2":
-        if not gpt2_ready():
-            return None
-        cfg = gpt.GPT2_CONFIG
-    else:
-        try:
-            cfg = own_model()[0].cfg
-        except ModelUnavailableError:
-            return None
+    """The model's shape, or None when it cannot serve here (GPT-2 not on this server, no shipped model)."""
+    if name == "gpt2" and not gpt2_ready():
+        return None
+    try:
+        cfg = model_and_tokenizer(name)[0].cfg
+    except ModelUnavailableError:
+        return None
     return Facts(
         label=LABELS[name],
         n_layers=cfg["n_layers"],
@@ -179,21 +176,9 @@ def facts(name: str) -> Facts | None:
     )
 
 
-@st.cache_resource(show_spinner=False)
-def _gpt2_tokenizer():
-    from mha_core.text_tokenizer import TextTokenizer
-
-    return TextTokenizer.from_file(_gpt2_api().gpt2_dir() / "tokenizer.json")
-
-
-def tokenizer(name: str):
-    """The model's tokenizer (GPT-2's read from disk alone: fitting settings never loads its weights)."""
-    return _gpt2_tokenizer() if name == "gpt2" else own_model()[1]
-
-
 def token_ids(name: str, text: str) -> list[int]:
     """The sentence's token ids for the model, all of them (callers cap)."""
-    return tokenizer(name).encode(text)
+    return model_and_tokenizer(name)[1].encode(text)
 
 
 def _gate(name: str):
@@ -241,18 +226,27 @@ def head_probe(name: str) -> model_heads.HeadProbe:
         return _head_probe(name)
 
 
+@st.cache_resource(max_entries=2, ttl=1800, show_spinner=False)
+def _layer_module(name: str, layer: int):
+    """Block ``layer``'s att as it computes: the shipped model's own module, GPT-2's a float32 copy (9 MB, so few)."""
+    return model_and_tokenizer(name)[0].attention_module(layer)
+
+
 @st.cache_resource(max_entries=16, ttl=1800, show_spinner="Running the model up to this layer…")
+def _layer_input(name: str, text: str, layer: int, num_tokens: int):
+    model, tok = model_and_tokenizer(name)
+    ids = token_ids(name, text)[:num_tokens]
+    batch = torch.tensor([ids], dtype=torch.int64)  # (1, T)
+    return model.attention_input(batch, layer), tuple(tok.labels(ids))  # (1, T, emb), T labels
+
+
 def explorer_input(name: str, text: str, layer: int, num_tokens: int):
     """(layer ``layer``'s att in float32 and eval mode, its real input (1, T, emb), token labels) for the explorer.
 
     The module is the model's own (a float32 copy for bfloat16 storage): shared by every session, never mutated."""
-    model, tok = model_and_tokenizer(name)
-    ids = token_ids(name, text)[:num_tokens]
-    batch = torch.tensor([ids], dtype=torch.int64)  # (1, T)
     with _gate(name):
-        x = model.attention_input(batch, layer)  # (1, T, emb)
-        module = model.attention_module(layer)  # eval: the model is
-    return module, x, tok.labels(ids)
+        x, labels = _layer_input(name, text, layer, num_tokens)
+        return _layer_module(name, layer), x, list(labels)
 
 
 @st.cache_resource(max_entries=16, ttl=1800, show_spinner="Drawing every head…")
