@@ -8,7 +8,6 @@ explorer.views.real_heads.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
 from urllib.parse import urlencode
 
@@ -124,8 +123,7 @@ def offer_gpt2() -> None:
             of = f" of {total / 1e6:.0f}" if total else ""
             bar.progress(min(1.0, done / total) if total else 0.0, text=f"Downloading GPT-2… {done / 1e6:.0f}{of} MB")
 
-        with contextlib.suppress(real_models.ModelUnavailableError):  # offline: the rerun says so, without a button
-            real_models.download_gpt2(progress)
+        real_models.download_gpt2(progress)  # offline, the rerun says so (without a button)
         st.rerun()
 
 
@@ -191,7 +189,8 @@ def show_open_any(view, name: str, text: str) -> None:
     """Any head: choose layer.head, then open it."""
     num_layers, num_heads = view.strongest_shape
     choices = [f"{layer}.{head}" for layer in range(num_layers) for head in range(num_heads)]
-    chosen = st.selectbox("open head (layer.head)", choices, key="w_rh_head")
+    layer, head, _ = view.strongest["induction"]
+    chosen = st.selectbox("open head (layer.head)", choices, key="w_rh_head", index=choices.index(f"{layer}.{head}"))
     layer, head = (int(part) for part in chosen.split("."))
     left, right = st.columns(2)
     for column, target in zip((left, right), ("explorer", "follow"), strict=True):

@@ -121,23 +121,25 @@ def gpt2_absent_reason() -> str:
     return f"GPT-2 is not on this server yet: the Real heads page downloads it ({GPT2_FETCH_MB} MB, once)."
 
 
-def download_gpt2(progress) -> None:
+def download_gpt2(progress) -> bool:
     """Fetch GPT-2 into the disk cache through the admission gate; ``progress(done_bytes, total_bytes or None)``.
 
-    Raises ModelUnavailableError offline (remembered for every session), SessionEndedError when the tab closes."""
+    False when this server cannot fetch it (remembered for every session: ``gpt2_offline``); SessionEndedError when
+    the tab closes."""
     api = _gpt2_api()
     if api is None:
-        raise ModelUnavailableError(gpt2_absent_reason())
+        return False
     ended = admission.session_ended()
     with admission.admit("downloading GPT-2", heavy=True, should_stop=ended):
         try:
             api.download_gpt2(progress=progress, should_stop=ended)
         except api.GPT2Unavailable as error:
             _GPT2_STATE["error"] = str(error)
-            raise ModelUnavailableError(gpt2_absent_reason()) from None
+            return False
         except api.DownloadStoppedError:
             raise admission.SessionEndedError("downloading GPT-2") from None
     _GPT2_STATE["error"] = ""
+    return True
 
 
 @st.cache_resource(show_spinner="Loading GPT-2 (249 MB)…")
