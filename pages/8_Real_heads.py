@@ -159,7 +159,7 @@ def show_prediction(view, presenter: bool) -> None:
         figure(view.top5, presenter)
     with right:
         st.markdown("**Your sentence and the model's first choice for what follows:**")
-        st.code(f"{view.sentence}⟨{view.top5_rows[0]['token']}⟩", language=None, wrap_lines=True)
+        st.markdown(cfg.quote(f"{view.sentence}⟨{view.top5_rows[0]['token']}⟩", limit=400))  # user text: a code span
         boundary.show_table(view.top5_rows, presenter=presenter, key="rh_top5", formats={"probability": "%.3f"})
 
 
