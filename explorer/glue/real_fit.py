@@ -47,7 +47,9 @@ def fit_real(s: Settings, notices: list[str]) -> Settings:
         trained="",
     )
     changed = [key for key, value in fixed.items() if getattr(s, key) != value and key not in ("input", "trained")]
-    if changed and changed != ["num_tokens"]:
+    if changed == ["num_tokens"]:
+        notices.append(f"num_tokens follows what was typed: {num_tokens} tokens (a shorter text gives fewer).")
+    elif changed:
         notices.append(f"Showing layer {layer} of {facts.label}: {', '.join(changed)} follow the real model.")
     return replace(s, layer=layer, **fixed)
 
