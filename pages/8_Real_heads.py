@@ -30,7 +30,7 @@ TARGETS = {  # (script, the path a plain link opens, label)
 def main() -> None:
     presenter = sidebar.presenter_toggle()
     settings = first_visit(url.current_settings())
-    st.session_state["_page_fields"] = ("text", "model")  # the notices this page shows
+    st.session_state["_page_fields"] = ("text", "model", "device")  # the notices this page shows
     st.title("Real heads")
     if not presenter:
         st.markdown(
