@@ -47,6 +47,13 @@ def main() -> None:
     st.header("What comes next?")
     show_prediction(view, presenter)
     st.header("Every head at once")
+    if not presenter:
+        st.markdown(
+            "Each square is one head's attention weights on your sentence, as in BertViz's model view: row i is "
+            "the token that reads, column j a token it may read (only earlier ones: the mask), brighter is more "
+            "weight. A bright line just under the diagonal is a previous-token head; a bright first column, a "
+            "first-token head."
+        )
     figure(view.model_view, presenter)
     st.header("What kind of head is each?")
     show_kinds(view, name, text, presenter)
