@@ -23,7 +23,13 @@ def main() -> None:
         f"{settings.num_heads} heads × head_dim {settings.head_dim} = d_out {settings.d_out}, "
         f"{settings.num_tokens} tokens, batch {settings.batch_size}"
     )
-    if not presenter:
+    if not presenter and settings.model:
+        st.markdown(
+            f"Layer **{settings.layer}** of a real GPT ({caches.real_model_label(settings)}): its own "
+            f"`MultiHeadAttention`, Listing 3.5, traced on the layer's real input, your sentence through the layers "
+            f"below it: {shape}."
+        )
+    elif not presenter:
         st.markdown(
             "The causal `MultiHeadAttention` of *Build a Large Language Model (From Scratch)*, Listing 3.5, "
             f"running on **{settings.device}** in **{settings.dtype}**: {shape}."

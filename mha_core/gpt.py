@@ -250,3 +250,17 @@ def load_hf_gpt2(state_dict: dict, cfg: dict, dtype: torch.dtype = torch.float32
     from .gpt2_weights import load_from_state_dict
 
     return load_from_state_dict(state_dict, cfg, dtype)
+
+
+def load_shipped_model():
+    """(GPTModel in eval mode, float32; TextTokenizer): the small GPT trained here on Python's documentation."""
+    from .gpt_training import load_shipped
+
+    return load_shipped()
+
+
+def shipped_record() -> dict:
+    """The shipped GPT's record: config, recipe, losses, held-out and unigram losses, head scores, wall time."""
+    from .gpt_training import load_record
+
+    return load_record()

@@ -28,14 +28,16 @@ def main() -> None:
         "query token", list(range(settings.num_tokens)), key="follow_token", format_func=lambda i: f"{i}: {labels[i]}"
     )
     token, batch_index = int(state.follow_token), int(state.follow_batch)
+    followed = url.url_int("head", -1, 0, settings.num_heads - 1) if "head" in st.query_params else None
 
     st.title("Follow one token")
     url.show_notices()
     show_glance(settings, batch_index, token, presenter)
     view = teaching_cache.token_view(settings, token, batch_index, presenter)
-    show_heads(view, token, presenter)
+    show_heads(view, token, presenter, followed)
     show_output(view, token, batch_index, presenter)
-    url.sync_url(sidebar_settings, token=token, batch=batch_index)
+    head = {"head": followed} if followed is not None else {}
+    url.sync_url(sidebar_settings, token=token, batch=batch_index, **head)
 
 
 def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None:
@@ -50,8 +52,9 @@ def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None
     boundary.show_figure(glance.panel, bare=presenter)
 
 
-def show_heads(view, token: int, presenter: bool) -> None:
-    """2. One token through each head: its row of every step, as a table per head."""
+def show_heads(view, token: int, presenter: bool, followed: int | None = None) -> None:
+    """2. One token through each head: its row of every step, as a table per head; a followed head (``?head=``, from
+    the Real heads page's links) first and open."""
     st.header(f"Query {token}: “{view.label}”, head by head")
     if not presenter:
         scale = (
@@ -64,9 +67,10 @@ def show_heads(view, token: int, presenter: bool) -> None:
             f"later ones), the dot product q · k_j, {scale}, the softmax over the visible keys, and the weighted "
             "sum of the value rows v_j, which is the head's context for this token."
         )
-    for head in view.heads:
+    opened = {followed} if followed is not None else {0, 1}
+    for head in sorted(view.heads, key=lambda h: h.head != followed):
         with st.expander(
-            f"head {head.head} · q = {head.query} · context = {head.context}", expanded=head.head < 2 or presenter
+            f"head {head.head} · q = {head.query} · context = {head.context}", expanded=head.head in opened or presenter
         ):
             show_head_rows(head, presenter)
     boundary.show_figure(view.panels[0], bare=presenter)

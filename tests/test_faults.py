@@ -20,7 +20,7 @@ from explorer.glue import url
 from harness.checks import big_query, check_run, session_query, settings_from_query
 from harness.server import MALLOC_ENV, StreamlitServer, metrics
 from harness.session import Session, hang_up_mid_run
-from mha_core import devices, profiling, runs, teaching, training
+from mha_core import devices, model_heads, profiling, runs, teaching, training
 
 from .apptest_helpers import PAGES, ROOT, check_page, open_page
 
@@ -91,6 +91,7 @@ def test_out_of_memory_is_caught_and_explained_on_every_page(page, monkeypatch, 
     monkeypatch.setattr(teaching, "run_cross", _raise_oom)  # the Masks page's QKVMultiHeadAttention run
     monkeypatch.setattr(training, "run", _raise_oom)  # the Trained heads page's run
     monkeypatch.setattr(profiling, "median_seconds", _raise_oom)  # the Cost page's measurement
+    monkeypatch.setattr(model_heads, "read_text", _raise_oom)  # the Real heads page's reading of the sentence
     at = open_page(page, {"num_heads": "4", "d_out": "16", "num_tokens": "9", "seed": "4242", "max_tokens": "64"})
     if page in OOM_ACTIONS:
         check_page(at, [], page)  # nothing computed yet: no error

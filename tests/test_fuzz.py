@@ -186,6 +186,8 @@ def test_hostile_query_strings_render_safely_on_every_page(page, data):
             {"num_heads": ["1", "<script>alert(1)</script>"], "device": "cuda", "dtype": "bfloat16"},
             {name: f"<img src=x onerror=alert('{MARKER}')>" for name in sorted(page_params(page) | {"presenter"})},
             {"text": MARKER * 2000, "input": "text", MARKER: MARKER, "": ""},
+            {"model": HOSTILE[27], "layer": "-1", "head": "٣", "text": HOSTILE[28]},  # a real model's link
+            {"model": ["own", "gpt2"], "layer": "9" * 40, "head": "1e309", "text": HOSTILE[-1], "trained": "x"},
         ]
     else:
         queries = [data.draw(query_strategy(page), label="query")]

@@ -190,6 +190,46 @@ def test_training_stops_at_its_time_budget():
     assert time.monotonic() - begin < 10
 
 
+# --- real-model links (?model=&layer=&head=&text=) -------------------------------------------------------------
+
+REAL_LINK_PAGES = ("app.py", "pages/7_Follow_a_token.py", "pages/8_Real_heads.py")
+EXPLORERS = REAL_LINK_PAGES[:2]  # the pages that trace one layer: a bad ?layer= is their news, not Real heads'
+HOSTILE_REAL = [  # (query, what the notice says, the pages that say it)
+    ({"model": "<script>alert(1)</script>", "layer": "0"}, "is not one of own, gpt2; using own", REAL_LINK_PAGES),
+    ({"model": "own", "layer": "-1"}, "layer=`-1` is outside", EXPLORERS),
+    ({"model": "own", "layer": "99"}, "does not exist in the shipped model", EXPLORERS),
+    ({"model": "own", "layer": "1e309"}, "is not a whole number", EXPLORERS),
+    ({"model": "own", "text": ""}, "has no tokens; using the book's sentence", REAL_LINK_PAGES),
+    ({"model": "own", "text": "word " * 400}, "tokens long", REAL_LINK_PAGES),
+    ({"model": "gpt2", "layer": "3"}, "GPT-2 is not on this server yet", REAL_LINK_PAGES),
+]
+
+
+@pytest.mark.parametrize(("query", "said", "pages"), HOSTILE_REAL, ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize("page", REAL_LINK_PAGES)
+def test_hostile_real_model_links_are_clamped_with_a_notice(page, query, said, pages, tmp_path, monkeypatch):
+    monkeypatch.setenv("MHA_GPT2_DIR", str(tmp_path))
+    at = open_page(page, query | {"head": "<b>9</b>"})
+    check_page(at, [str(v) for v in query.values()], f"{page}?{query}")
+    assert at.get("plotly_chart"), f"{page}?{query}: no chart"
+    shown = " ".join(alert.value for alert in [*at.warning, *at.info])
+    assert (said in shown) == (page in pages), f"{page}?{query}: {shown[:500]}"
+    settings = at.session_state.settings
+    assert settings.model in ("own", "") and settings.layer >= 0 and settings.num_tokens <= 64
+
+
+def test_a_real_model_link_survives_its_rerun_and_a_page_switch():
+    at = open_page("app.py", {"model": "own", "layer": "1", "head": "2", "text": "Your journey starts"})
+    at.run()
+    check_page(at, [], "rerun")
+    before = at.session_state.settings
+    at.switch_page("pages/5_Trained_heads.py").run()  # its own ?layer= must not move the real model's layer
+    at.run()
+    at.switch_page("app.py").run()
+    check_page(at, [], "back on the explorer")
+    assert at.session_state.settings == before
+
+
 # --- the admission gate -----------------------------------------------------------------------------------------
 
 

@@ -124,10 +124,16 @@ def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int
 
 
 def module_and_input(settings: Settings):
-    """(module, x (b, T, d_in), token labels) for the settings: seeded random weights, or a trained layer.
+    """(module, x (b, T, d_in), token labels) for the settings: seeded random weights, a trained layer, or a real
+    GPT's layer on its real input (``?model=``).
 
     The module is shared by every session: never mutate it (runs.run_trace copies it for train mode).
     """
+    if settings.model:
+        from .real_models import explorer_input
+
+        module, x, labels = explorer_input(settings.model, settings.text, settings.layer, settings.num_tokens)
+        return module, x, list(labels)
     if settings.trained:
         from .training_cache import trained_explorer_input
 
@@ -135,6 +141,13 @@ def module_and_input(settings: Settings):
         return module, x, list(labels)
     x, labels = runs.build_input(settings.input_spec())
     return cached_module(settings.module_spec()), x, labels
+
+
+def real_model_label(settings: Settings) -> str:
+    """The real model a ``?model=`` setting names, in words."""
+    from .real_models import LABELS
+
+    return LABELS.get(settings.model, settings.model)
 
 
 def npz_offered(settings: Settings) -> bool:

@@ -55,6 +55,8 @@ class Settings:
     device: str = "cpu"
     dtype: str = "float32"
     trained: str = ""  # a trained layer (a trained_link spec) instead of seeded random weights
+    model: str = ""  # a real GPT's layer instead: "own" (the shipped model) or "gpt2"; "" for none
+    layer: int = 0  # which block of that model (read from a URL only together with ?model=)
 
     @property
     def head_dim(self) -> int:
@@ -89,7 +91,9 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "context_length": (1, MAX_CONTEXT),
     "batch_size": (1, MAX_BATCH),
     "seed": (0, MAX_SEED),
+    "layer": (0, 47),  # the model's own layer count clamps it further (real_fit)
 }
+REAL_MODELS = ("own", "gpt2")
 # ASCII digits only: ``\d`` and ``str.isdigit`` also accept other scripts' digits (``٣``, ``²``).
 _INT_PATTERN = re.compile(r"[+-]?[0-9]{1,12}")
 _FLOAT_PATTERN = re.compile(r"[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,4})?")
@@ -195,12 +199,28 @@ def parse_query(params: Mapping[str, object], base: Settings = DEFAULTS) -> tupl
             parsed = _parse_choice(name, raw, KNOWN_DEVICES, notices)  # absent ones fall back in reconcile
         elif name == "dtype":
             parsed = _parse_choice(name, raw, list(devices.DTYPES), notices)
+        elif name == "model":  # a link that names a model wants one: anything unknown gets the shipped model
+            parsed, problem = parse_choice(name, raw, "own", REAL_MODELS)
+            notices += [problem] if problem else []
         else:  # text, trained: free text, bounded in reconcile
             parsed = raw
         if parsed is not None:
             values[name] = parsed
+    if "trained" in values and "model" not in values:  # a link names one source of real weights: the other goes
+        values.update(model="", layer=0)
+    elif "model" in values and "trained" not in values:
+        values["trained"] = ""
     settings, more = reconcile(replace(base, **values))
     return settings, notices + more
+
+
+def settings_params(params: Mapping[str, object]) -> dict[str, object]:
+    """The query's settings: its keys that are fields, ``layer`` only beside ``model`` (alone, it is the Trained
+    heads page's own ``?layer=``)."""
+    found = {key: value for key, value in params.items() if key in FIELD_NAMES}
+    if not found.get("model"):
+        found.pop("layer", None)
+    return found
 
 
 WIDTH_MODES = ("per_head", "fixed")  # ?width=: per_head: d_out = num_heads × head_dim; fixed: d_out stays, split
@@ -227,6 +247,12 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
     """Make conflicting settings consistent, with a one-line notice for each change."""
     notices: list[str] = []
     s = settings
+    if len(s.text) > MAX_TEXT_CHARS:
+        notices.append(f"The sentence is {len(s.text)} characters long; keeping the first {MAX_TEXT_CHARS}.")
+        s = replace(s, text=s.text[:MAX_TEXT_CHARS])
+    s = _fit_model(s, notices)
+    if s.model:
+        return s, notices
     if s.trained:
         s = _fit_trained(s, notices)
     if s.d_out % s.num_heads:
@@ -237,9 +263,6 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
         fixed = s.num_heads * MAX_HEAD_DIM
         notices.append(f"head_dim={s.head_dim} is above {MAX_HEAD_DIM}; using d_out={fixed}.")
         s = replace(s, d_out=fixed)
-    if len(s.text) > MAX_TEXT_CHARS:
-        notices.append(f"The sentence is {len(s.text)} characters long; keeping the first {MAX_TEXT_CHARS}.")
-        s = replace(s, text=s.text[:MAX_TEXT_CHARS])
     if s.input == "text" and not tokenize(s.text):
         notices.append("The sentence has no words; using the book's sentence.")
         s = replace(s, text=BOOK_TEXT)
@@ -280,6 +303,15 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
         notices.append(budget.fit_notice("explorer", s, fitted))
         s = replace(fitted, context_length=max(fitted.num_tokens, min(s.context_length, MAX_CONTEXT)))
     return s, notices
+
+
+def _fit_model(s: Settings, notices: list[str]) -> Settings:
+    """A real GPT's layer (``?model=``): its shape and tokenizer are loaded only when a link asks for one."""
+    if not s.model:
+        return replace(s, layer=0)
+    from .real_fit import fit_real
+
+    return fit_real(s, notices)
 
 
 def clamp_trained(config, layer: int):
@@ -351,7 +383,7 @@ def to_query(settings: Settings) -> dict[str, str]:
     """Every setting as a query-string value; ``parse_query(to_query(s))`` gives back s."""
     query = {}
     for name, value in asdict(settings).items():
-        if name == "trained" and not value:
+        if name in ("trained", "model") and not value or name == "layer" and not settings.model:
             continue  # absent means seeded random weights; keep ordinary links short
         if isinstance(value, bool):
             query[name] = "true" if value else "false"

@@ -196,6 +196,8 @@ def settings_sidebar(fields: Iterable[str] = ALL_FIELDS) -> Settings:
         _heads_controls(settings, common)
     _input_controls(settings, shown, common)
     _module_controls(settings, shown, common)
+    if state.settings.model and "model" in shown:
+        _real_model_controls(state.settings, common)
     if state.settings.trained and "trained" in shown:
         st.sidebar.info("These are trained weights (see the Trained heads page).")
         st.sidebar.button("Use seeded random weights again", on_click=_forget_trained)
@@ -204,6 +206,24 @@ def settings_sidebar(fields: Iterable[str] = ALL_FIELDS) -> Settings:
 
 def _forget_trained() -> None:
     apply_settings(replace(st.session_state.settings, trained=""))
+
+
+def _real_model_controls(settings: Settings, common: dict) -> None:
+    """A real GPT's layer: which block, and the way back to seeded random weights."""
+    from .real_models import LABELS, facts
+
+    known = facts(settings.model)
+    layers = list(range(known.n_layers if known is not None else settings.layer + 1))
+    st.sidebar.info(
+        f"These are layer {settings.layer} of {LABELS[settings.model]}'s weights, on its real input: your sentence "
+        "through the layers below it (see the Real heads page)."
+    )
+    st.sidebar.selectbox("layer", layers, key="w_layer", help="Which block's attention to trace.", **common)
+    st.sidebar.button("Use seeded random weights again", key="w_forget_model", on_click=_forget_model)
+
+
+def _forget_model() -> None:
+    apply_settings(replace(st.session_state.settings, model="", layer=0))
 
 
 # --- navigation and presenter mode -----------------------------------------------------------------------------------
@@ -217,6 +237,7 @@ PAGES = (  # (script, label, icon): our own navigation, so the explorer is not l
     ("pages/5_Trained_heads.py", "Trained heads", ":material/school:"),
     ("pages/6_Cost.py", "Cost", ":material/speed:"),
     ("pages/7_Follow_a_token.py", "Follow a token", ":material/timeline:"),
+    ("pages/8_Real_heads.py", "Real heads", ":material/psychology:"),
 )
 
 

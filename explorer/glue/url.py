@@ -22,7 +22,7 @@ def _query_dict() -> dict[str, list[str]]:
 def current_settings() -> Settings:
     """The session's settings: from the URL on first load (or when the URL changes), else as kept."""
     state = st.session_state
-    url_settings = {k: v for k, v in _query_dict().items() if k in FIELD_NAMES}
+    url_settings = cfg.settings_params(_query_dict())
     last_written = state.get("_written_query")
     if "settings" not in state:
         state.settings, state.notices = cfg.parse_query(url_settings)
@@ -36,8 +36,9 @@ def current_settings() -> Settings:
 def sync_url(settings: Settings, **page_params: object) -> None:
     """Mirror the settings (every field, shown on this page or not) and a page's own parameters into the URL."""
     query = cfg.to_query(settings)
-    st.session_state["_written_query"] = dict(query)  # only the settings: pages add their own keys below
     query.update({k: str(v) for k, v in page_params.items()})
+    # the settings as written (a page's own ?layer= may stand where the settings' layer would): only they compare
+    st.session_state["_written_query"] = cfg.settings_params(query)
     if st.session_state.get("_presenter"):
         query["presenter"] = "true"
     if st.session_state.get("_width") == "fixed":
@@ -113,6 +114,7 @@ _FIELD_WORDS = {
     "input": ("input", "sentence", "book's embeddings"),
     "text": ("sentence",),
     "d_out": ("d_out", "head_dim"),
+    "model": ("model=", "GPT-2"),  # "the shipped model" alone names no setting
 }
 
 

@@ -35,6 +35,7 @@ def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url
         "Trained heads",
         "Cost",
         "Follow a token",
+        "Real heads",
     ):
         assert expected in names, names
     for name, href in links:
@@ -56,6 +57,8 @@ HOSTILE_LINKS = [  # issue 10's repros, as a stranger would post them
     "?trained=previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed1.cpu.layer0",
     "?view_batch=%D9%A3&num_heads=%EF%BC%91",
     "Follow_a_token?token=-5&width=%3Cb%3Ewide",
+    "?model=%3Cscript%3E&layer=-1&head=99&text=",
+    "Real_heads?model=gpt2&text=" + "word%20" * 300,
 ]
 
 

@@ -1,0 +1,267 @@
+"""Real GPTs for every session: one instance of each per process, and their readings cached by (model, text).
+
+* The shipped model (``mha_core.gpt.load_shipped_model``) and GPT-2 are each loaded once per process
+  (``st.cache_resource``), switched to eval mode, and never mutated: every session reads the same tensors, and
+  every computation runs under ``torch.no_grad`` and stores nothing on them.
+* What a page draws is cached on (model name, text), never on tensors: ``text_reading``, ``head_probe``,
+  ``explorer_input`` (a layer's ``att`` and its real input, for the explorer and Follow a token).
+* GPT-2 (548 MB to fetch, 249 MB in memory as bfloat16) comes only from a Download button, through the
+  admission gate, into a disk cache; a link never starts a download. Offline, it says so and the shipped model serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from mha_core import gpt, model_heads
+
+from . import admission
+
+LABELS = {"own": "the shipped model", "gpt2": "GPT-2 (124M)"}
+TOKEN_CAP = {"own": 64, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
+CAP_REASON = {
+    "own": "its heads are drawn one cell per token",
+    "gpt2": "GPT-2 reads 1,024, but 12 heads × 1,024² weights would not fit this server's memory",
+}
+DEFAULT_TEXT = "The for statement iterates over the items of a list, in the order that they appear in the list."
+PAGE_TOKEN_CAP = 64  # the Real heads page's thumbnails: every layer × head at one cell per token
+GPT2_FETCH_MB = 548
+
+
+class ModelUnavailableError(Exception):
+    """This model cannot serve here (not shipped in this build, not downloaded, or no internet)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """A model's shape, enough to fit the settings without loading its weights."""
+
+    label: str
+    n_layers: int
+    n_heads: int
+    emb_dim: int
+    context_length: int
+    qkv_bias: bool
+    vocab_size: int
+
+
+# --- the shipped model ---------------------------------------------------------------------------------------------
+
+
+@st.cache_resource(show_spinner="Loading the shipped model…")
+def own_model():
+    """(GPTModel in eval mode, TextTokenizer), one per process; raises ModelUnavailableError when not in this build."""
+    loader = getattr(gpt, "load_shipped_model", None)
+    if loader is None:
+        raise ModelUnavailableError("The shipped model is not part of this build yet.")
+    try:
+        model, tokenizer = loader()
+    except FileNotFoundError as error:
+        raise ModelUnavailableError(f"The shipped model's files are missing ({error}).") from None
+    return model.eval().requires_grad_(False), tokenizer
+
+
+def own_absent_reason() -> str:
+    try:
+        own_model()
+    except ModelUnavailableError as error:
+        return str(error)
+    return ""
+
+
+def shipped_record() -> dict:
+    """The shipped model's record (recipe, losses, head scores), or {} when this build has none."""
+    reader = getattr(gpt, "shipped_record", None)
+    if reader is not None:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return dict(reader())
+    folder = Path(gpt.__file__).parent / "shipped"
+    for path in sorted(folder.glob("*.json")):
+        if "tokenizer" not in path.name:
+            with contextlib.suppress(OSError, ValueError):
+                return json.loads(path.read_text())
+    return {}
+
+
+# --- GPT-2: on this server only after a Download click ------------------------------------------------------------
+
+
+def _gpt2_api():
+    """mha_core.gpt2_download, or None in a build without it."""
+    try:
+        return importlib.import_module("mha_core.gpt2_download")
+    except ImportError:
+        return None
+
+
+_GPT2_STATE = {"error": ""}  # the last download's failure, for every session (a server is offline for all)
+
+
+def gpt2_ready() -> bool:
+    """True when GPT-2 can serve without a download (both files in the disk cache)."""
+    api = _gpt2_api()
+    return api is not None and api.gpt2_cached()
+
+
+def gpt2_offline() -> bool:
+    """True once a download has failed here (or this build cannot download): this server cannot fetch GPT-2."""
+    return _gpt2_api() is None or bool(_GPT2_STATE["error"])
+
+
+def gpt2_absent_reason() -> str:
+    if gpt2_offline():
+        return "GPT-2 cannot be fetched from this server: it cannot reach huggingface.co."
+    return f"GPT-2 is not on this server yet: the Real heads page downloads it ({GPT2_FETCH_MB} MB, once)."
+
+
+def download_gpt2(progress) -> bool:
+    """Fetch GPT-2 into the disk cache through the admission gate; ``progress(done_bytes, total_bytes or None)``.
+
+    False when this server cannot fetch it (remembered for every session: ``gpt2_offline``); SessionEndedError when
+    the tab closes."""
+    api = _gpt2_api()
+    if api is None:
+        return False
+    ended = admission.session_ended()
+    with admission.admit("downloading GPT-2", heavy=True, should_stop=ended):
+        try:
+            api.download_gpt2(progress=progress, should_stop=ended)
+        except api.GPT2Unavailable as error:
+            _GPT2_STATE["error"] = str(error)
+            return False
+        except api.DownloadStoppedError:
+            raise admission.SessionEndedError("downloading GPT-2") from None
+    _GPT2_STATE["error"] = ""
+    return True
+
+
+@st.cache_resource(show_spinner="Loading GPT-2 (249 MB)…")
+def gpt2_model():
+    """(GPT-2 with bfloat16 storage, eval mode, its tokenizer), loaded once per process from the disk cache."""
+    if not gpt2_ready():
+        raise ModelUnavailableError(gpt2_absent_reason())
+    with admission.admit("loading GPT-2", heavy=True, should_stop=admission.session_ended()):
+        model, tokenizer = _gpt2_api().load_gpt2()
+    return model.eval().requires_grad_(False), tokenizer
+
+
+# --- any model --------------------------------------------------------------------------------------------------------
+
+
+def model_and_tokenizer(name: str):
+    return gpt2_model() if name == "gpt2" else own_model()
+
+
+def facts(name: str) -> Facts | None:
+    """The model's shape, or None when it cannot serve here (GPT-2 not on this server, no shipped model)."""
+    if name == "gpt2" and not gpt2_ready():
+        return None
+    try:
+        cfg = model_and_tokenizer(name)[0].cfg
+    except ModelUnavailableError:
+        return None
+    return Facts(
+        label=LABELS[name],
+        n_layers=cfg["n_layers"],
+        n_heads=cfg["n_heads"],
+        emb_dim=cfg["emb_dim"],
+        context_length=cfg["context_length"],
+        qkv_bias=bool(cfg["qkv_bias"]),
+        vocab_size=cfg["vocab_size"],
+    )
+
+
+def token_ids(name: str, text: str) -> list[int]:
+    """The sentence's token ids for the model, all of them (callers cap)."""
+    return model_and_tokenizer(name)[1].encode(text)
+
+
+def _gate(name: str):
+    """GPT-2's runs take the admission gate (float32 copies of its blocks, 12 layers); the shipped model's are light."""
+    heavy = name == "gpt2"
+    return admission.admit(f"{LABELS[name]} reading a sentence", heavy=heavy, should_stop=admission.session_ended())
+
+
+# --- what pages draw, cached on (model, text) ------------------------------------------------------------------------
+
+
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner="Reading the sentence…")
+def _text_reading(name: str, text: str) -> model_heads.TextReading:
+    model, tok = model_and_tokenizer(name)
+    return model_heads.read_text(model, tok, token_ids(name, text)[:PAGE_TOKEN_CAP])
+
+
+def text_reading(name: str, text: str) -> model_heads.TextReading:
+    """Every layer's weights on the sentence's first PAGE_TOKEN_CAP tokens, and the top 5 next tokens."""
+    with _gate(name):
+        return _text_reading(name, text)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Probing every head on a repeated random sequence…")
+def _head_probe(name: str) -> model_heads.HeadProbe:
+    model, tok = model_and_tokenizer(name)
+    return model_heads.probe_heads(model, tok, _probe(name))
+
+
+def _probe(name: str) -> model_heads.Probe:
+    """The shipped model's own probe (its record's head scores were read on it), else the default one."""
+    recorded = shipped_record().get("probe") if name == "own" else None
+    if not isinstance(recorded, dict):
+        return model_heads.Probe()
+    try:
+        numbers = {key: int(recorded[key]) for key in ("period", "batch_size", "seed")}
+    except (KeyError, TypeError, ValueError):
+        return model_heads.Probe()
+    return model_heads.Probe(**numbers, whole_vocabulary=True)
+
+
+def head_probe(name: str) -> model_heads.HeadProbe:
+    """Each head's scores and the loss per position on the repeated random probe (one per model)."""
+    with _gate(name):
+        return _head_probe(name)
+
+
+@st.cache_resource(max_entries=2, ttl=1800, show_spinner=False)
+def _layer_module(name: str, layer: int):
+    """Block ``layer``'s att as it computes: the shipped model's own module, GPT-2's a float32 copy (9 MB, so few)."""
+    return model_and_tokenizer(name)[0].attention_module(layer)
+
+
+@st.cache_resource(max_entries=16, ttl=1800, show_spinner="Running the model up to this layer…")
+def _layer_input(name: str, text: str, layer: int, num_tokens: int):
+    model, tok = model_and_tokenizer(name)
+    ids = token_ids(name, text)[:num_tokens]
+    batch = torch.tensor([ids], dtype=torch.int64)  # (1, T)
+    return model.attention_input(batch, layer), tuple(tok.labels(ids))  # (1, T, emb), T labels
+
+
+def explorer_input(name: str, text: str, layer: int, num_tokens: int):
+    """(layer ``layer``'s att in float32 and eval mode, its real input (1, T, emb), token labels) for the explorer.
+
+    The module is the model's own (a float32 copy for bfloat16 storage): shared by every session, never mutated."""
+    with _gate(name):
+        x, labels = _layer_input(name, text, layer, num_tokens)
+        return _layer_module(name, layer), x, list(labels)
+
+
+@st.cache_resource(max_entries=16, ttl=1800, show_spinner="Drawing every head…")
+def _page_view(name: str, text: str, presenter: bool):
+    from ..views import real_heads
+
+    vocab = facts(name).vocab_size
+    return real_heads.build_view(
+        _text_reading(name, text), _head_probe(name), label=LABELS[name], vocab_size=vocab, presenter=presenter
+    )
+
+
+def page_view(name: str, text: str, presenter: bool):
+    """The Real heads page's panels for (model, text), built once per presentation and shared (never mutate it)."""
+    with _gate(name):
+        return _page_view(name, text, presenter)

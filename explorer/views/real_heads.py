@@ -1,0 +1,327 @@
+"""What the Real heads page draws, from a real GPT's readings (``mha_core.model_heads``): figures and text. Pure.
+
+Arrays in, Panels out; nothing here runs a model. The model view is one figure (every layer × head a thumbnail on
+one shared colour scale); the scores are one figure of three layers × heads heatmaps.
+
+Axis letters: L layers, h heads, T tokens (query rows, key columns), P the probe's period.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mha_core.head_scores import KINDS
+from mha_core.model_heads import HeadProbe, TextReading
+
+from . import figures
+from .figures.style import _SEQUENTIAL, _escape, _finish, _font
+from .panel import Panel, shape_text
+
+KIND_TEXT = {  # what each kind of head does, in a sentence a student can say back
+    "previous token": "looks at the token just before: it passes each word's left neighbour along, "
+    "the first step of many larger patterns.",
+    "first token": "rests on the first token: a head with nothing useful to read puts its weight there, "
+    "a place to park attention that changes nothing.",
+    "induction": "looks for an earlier copy of the current token and attends to what came after it, so the "
+    "model can continue a repeat: seen “Harry Potter” once, after “Harry” it predicts “Potter”.",
+}
+MODEL_VIEW_PX = 840  # the main column at 1280 px with the sidebar open
+MAX_THUMB_PX = 170
+
+
+@dataclass(frozen=True, kw_only=True)
+class RealHeadsView:
+    """Everything the page draws for one (model, text): built once, shared by every session (never mutate it)."""
+
+    model_view: Panel
+    scores: Panel
+    top5: Panel
+    induction: Panel
+    strongest: dict[str, tuple[int, int, float]]  # kind -> (layer, head, score)
+    top5_rows: list[dict]  # token, probability
+    copy_losses: tuple[float, float]  # mean loss on the first and on the second copy
+    strongest_shape: tuple[int, int]  # (L, h)
+    sentence: str  # the tokens drawn, decoded back to text
+
+
+def _thumb_axes(layout: dict, k: int, domains: tuple[list[float], list[float]], n: int) -> None:
+    """Subplot k's axes: no ticks, row 0 at the top, square cells."""
+    suffix = "" if k == 1 else str(k)
+    hidden = {"showticklabels": False, "showgrid": False, "zeroline": False, "ticks": ""}
+    layout[f"xaxis{suffix}"] = {"domain": domains[0], "anchor": f"y{suffix}", "range": [-0.5, n - 0.5]} | hidden
+    layout[f"yaxis{suffix}"] = {
+        "domain": domains[1],
+        "anchor": f"x{suffix}",
+        "range": [n - 0.5, -0.5],
+        "scaleanchor": f"x{suffix}",
+        "constrain": "domain",
+    } | hidden
+    layout[f"xaxis{suffix}"]["constrain"] = "domain"
+
+
+def _grid_geometry(num_layers: int, num_heads: int, presenter: bool) -> tuple[float, float, float, float]:
+    """(thumbnail px, gap px, left px for row names, plot height px) for an L × h grid in a page-wide figure."""
+    left = _font(presenter) * 4.5
+    gap = 6.0
+    side = min(MAX_THUMB_PX, (MODEL_VIEW_PX - left - 90 - gap * num_heads) / num_heads)
+    return side, gap, left, num_layers * (side + gap)
+
+
+def model_view_figure(weights: np.ndarray, labels: list[str], *, title: str, presenter: bool = False):
+    """Every layer × head's (T, T) weights as thumbnails in one figure: layers down, heads across.
+
+    weights: (L, h, T, T), queries on rows. Hover names the layer, head, query and key tokens and the weight; the
+    axes are categories made unique by their position ("3 ·the"), so two equal tokens stay apart.
+    """
+    num_layers, num_heads, num_tokens, _ = weights.shape
+    side, gap, left, plot_px = _grid_geometry(num_layers, num_heads, presenter)
+    width = MODEL_VIEW_PX
+    names = [f"{i} {_escape(label)}" for i, label in enumerate(labels)]
+    data, layout, notes = [], {}, []
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            k = layer * num_heads + head + 1
+            x0 = (left + head * (side + gap)) / width
+            y1 = 1 - layer * (side + gap) / plot_px
+            domains = ([x0, x0 + side / width], [max(0.0, y1 - side / plot_px), y1])
+            _thumb_axes(layout, k, domains, num_tokens)
+            data.append(_thumb_trace(weights[layer, head], names, layer, head, k))
+        notes.append(_note(f"layer {layer}", 0, 1 - (layer * (side + gap) + side / 2) / plot_px, "left"))
+    notes += [_note(f"head {h}", (left + h * (side + gap) + side / 2) / width, 1, "center") for h in range(num_heads)]
+    top = figures.weights_top(weights)
+    layout |= {
+        "annotations": notes,
+        "coloraxis": {
+            "colorscale": _SEQUENTIAL,
+            "cmin": 0.0,
+            "cmax": top,
+            "colorbar": {"title": {"text": "weight"}, "thickness": 14, "len": min(1.0, 400 / plot_px)},
+        },
+    }
+    return _finish(
+        {"data": data, "layout": layout}, title, presenter, plot_px=round(plot_px), above_plot_px=_font(presenter, 1.6)
+    )
+
+
+def _thumb_trace(z: np.ndarray, names: list[str], layer: int, head: int, k: int) -> dict:
+    suffix = "" if k == 1 else str(k)
+    hover = f"layer {layer}, head {head}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>"
+    return {
+        "type": "heatmap",
+        "z": np.asarray(z, dtype=np.float32),
+        "x": names,
+        "y": names,
+        "coloraxis": "coloraxis",
+        "xaxis": f"x{suffix}",
+        "yaxis": f"y{suffix}",
+        "hovertemplate": hover,
+        "meta": {"role": "values", "head": k - 1, "layer": layer},
+    }
+
+
+def _note(text: str, x: float, y: float, anchor: str) -> dict:
+    return {
+        "text": text,
+        "x": x,
+        "y": y,
+        "xref": "paper",
+        "yref": "paper",
+        "xanchor": anchor,
+        "yanchor": "bottom" if anchor == "center" else "middle",
+        "showarrow": False,
+    }
+
+
+def scores_figure(probe: HeadProbe, *, presenter: bool = False):
+    """The three scores as layers × heads heatmaps side by side, on one 0–1 scale; layer 0 on top, values printed."""
+    num_layers, num_heads = probe.scores[KINDS[0]].shape
+    cell = min(44.0, (MODEL_VIEW_PX - 200) / (3 * num_heads + 2))
+    panel_w, gap = cell * num_heads, cell * 1.2
+    width, plot_px = 3 * panel_w + 2 * gap + 140, cell * num_layers
+    data, layout, notes = [], {}, []
+    for k, kind in enumerate(KINDS):
+        suffix = "" if k == 0 else str(k + 1)
+        x0 = (80 + k * (panel_w + gap)) / width
+        z = np.asarray(probe.scores[kind], dtype=np.float32)  # (L, h)
+        data.append(_score_trace(z, kind, suffix, show_text=cell >= 34))
+        layout[f"xaxis{suffix}"] = {
+            "domain": [x0, x0 + panel_w / width],
+            "anchor": f"y{suffix}",
+            "tickmode": "array",
+            "tickvals": list(range(num_heads)),
+            "ticktext": [str(h) for h in range(num_heads)],
+            "title": {"text": "head"},
+            "constrain": "domain",
+        }
+        layout[f"yaxis{suffix}"] = {
+            "anchor": f"x{suffix}",
+            "range": [num_layers - 0.5, -0.5],
+            "tickmode": "array",
+            "tickvals": list(range(num_layers)),
+            "ticktext": [f"layer {layer}" for layer in range(num_layers)],
+            "showticklabels": k == 0,
+            "ticks": "",
+            "scaleanchor": f"x{suffix}",
+            "constrain": "domain",
+        }
+        notes.append(_note(f"{kind}", x0 + panel_w / width / 2, 1, "center"))
+    layout |= {
+        "annotations": notes,
+        "coloraxis": {
+            "colorscale": _SEQUENTIAL,
+            "cmin": 0.0,
+            "cmax": 1.0,
+            "colorbar": {"title": {"text": "score"}, "thickness": 14, "lenmode": "pixels", "len": 140},
+        },
+    }
+    return _finish(
+        {"data": data, "layout": layout},
+        "Each head's score, by kind",
+        presenter,
+        plot_px=round(max(plot_px, 150)),
+        above_plot_px=_font(presenter, 1.6),
+        below_px=_font(presenter, 3),
+    )
+
+
+def _score_trace(z: np.ndarray, kind: str, suffix: str, *, show_text: bool) -> dict:
+    trace = {
+        "type": "heatmap",
+        "z": z,
+        "coloraxis": "coloraxis",
+        "xaxis": f"x{suffix}",
+        "yaxis": f"y{suffix}",
+        "hovertemplate": f"layer %{{y}}, head %{{x}}<br>{kind} score %{{z:.3f}}<extra></extra>",
+        "meta": {"role": "values", "head": KINDS.index(kind), "kind": kind},
+    }
+    if show_text:
+        trace |= {"text": [[f"{v:.2f}" for v in row] for row in z], "texttemplate": "%{text}"}
+    return trace
+
+
+def top5_figure(reading: TextReading, *, presenter: bool = False):
+    return figures.bar_chart(
+        [f"“{label}”" for label in reading.top_labels],
+        reading.top_probs,
+        title=f"What comes after “{_escape(reading.labels[-1])}”? The {len(reading.top_ids)} most likely next tokens",
+        y_title="probability",
+        presenter=presenter,
+    )
+
+
+def induction_figure(probe: HeadProbe, vocab_size: int, *, presenter: bool = False):
+    """The loss at each position of the probe: the first copy at chance, the second falling if heads copy."""
+    period, positions = probe.period, list(range(len(probe.loss)))
+    loss = [float(v) for v in probe.loss]
+    first = [v if t < period else None for t, v in zip(positions, loss, strict=True)]
+    second = [v if t >= period - 1 else None for t, v in zip(positions, loss, strict=True)]
+    chance = [math.log(vocab_size)] * len(positions)
+    return figures.line_chart(
+        positions,
+        {"first copy": first, "second copy": second, "a uniform guess, ln V": chance},
+        title=f"Loss on {period} random tokens, then the same {period} again",
+        x_title="position t (predicting token t + 1)",
+        y_title="loss (nats)",
+        references=["a uniform guess, ln V"],
+        presenter=presenter,
+    )
+
+
+def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size: int, presenter: bool):
+    """Every panel of the page for one reading of the sentence and the model's probe."""
+    num_layers, num_heads, num_tokens, _ = reading.weights.shape
+    model_view = Panel(
+        "model_view",
+        f"Every head of {label} on your sentence",
+        f"`attn_weights` of every layer · shape (L, h, T, T) = {shape_text(reading.weights.shape)} · one thumbnail "
+        f"per layer and head, rows: queries (row 0 at the top), columns: keys; hover for the tokens and the weight.",
+        model_view_figure(
+            reading.weights, list(reading.labels), title=f"{num_layers} layers × {num_heads} heads", presenter=presenter
+        ),
+    )
+    scores = Panel(
+        "head_scores",
+        "Which head does what",
+        f"Mean weight on the expected key, per head · shape (L, h) = ({num_layers}, {num_heads}) each · measured on "
+        f"{probe.period} random tokens repeated ({2 * probe.period} tokens, averaged over a few such sequences).",
+        scores_figure(probe, presenter=presenter),
+    )
+    top5 = Panel(
+        "top5",
+        "The next token",
+        f"softmax of the logits after the last token · shape (V,) = ({vocab_size},) · the top "
+        f"{len(reading.top_ids)} of {vocab_size:,} together have {sum(reading.top_probs):.0%} of the probability.",
+        top5_figure(reading, presenter=presenter),
+    )
+    induction = Panel(
+        "induction",
+        "Induction: copying what came next last time",
+        f"cross-entropy per position · shape (2P − 1,) = ({len(probe.loss)},) · mean {probe.first_copy_loss:.2f} "
+        f"nats on the first copy, {probe.second_copy_loss:.2f} on the second (ln V = {math.log(vocab_size):.2f}).",
+        induction_figure(probe, vocab_size, presenter=presenter),
+    )
+    rows = [{"token": lab, "probability": p} for lab, p in zip(reading.top_labels, reading.top_probs, strict=True)]
+    return RealHeadsView(
+        model_view=model_view,
+        scores=scores,
+        top5=top5,
+        induction=induction,
+        strongest=dict(probe.strongest),
+        top5_rows=rows,
+        copy_losses=(probe.first_copy_loss, probe.second_copy_loss),
+        strongest_shape=(num_layers, num_heads),
+        sentence=reading.text,
+    )
+
+
+def _number(record: dict, *names: str) -> float | None:
+    """The first of ``names`` that the record holds as a number (the record's keys are the training branch's)."""
+    for key in names:
+        value = record.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
+
+
+def about_lines(name: str, record: dict, facts) -> list[str]:
+    """Plain sentences on the model: its shape, and for the shipped one its recipe and held-out loss."""
+    shape = (
+        f"{facts.n_layers} layers × {facts.n_heads} heads, emb_dim {facts.emb_dim}, reading up to "
+        f"{facts.context_length} tokens from a vocabulary of {facts.vocab_size:,}"
+    )
+    if name == "gpt2":
+        return [
+            f"**GPT-2** (OpenAI, 2019; 124M parameters): {shape}. Its weights are loaded into the book's "
+            "`GPTModel`, so every head is the project's own `MultiHeadAttention`."
+        ]
+    lines = [
+        f"**Our own GPT**: the book's `GPTModel` (chapter 4), {shape}, trained here on Python's documentation. "
+        "Every block's attention is the project's own `MultiHeadAttention`: the module the Explorer traces."
+    ]
+    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
+    training = [
+        f"{_escape(k)} {_escape(recipe[k])}"
+        for k in ("steps", "batch_size", "lr", "warmup", "weight_decay")
+        if k in recipe
+    ]
+    corpus, tokens = record.get("corpus"), record.get("tokens")
+    if training:
+        seen = f" on {tokens['train']:,} tokens" if isinstance(tokens, dict) and "train" in tokens else ""
+        repeats = (
+            f"; {recipe['repeat_share']:.0%} of each batch is a random stretch repeated, so copying pays"
+            if isinstance(recipe.get("repeat_share"), int | float)
+            else ""
+        )
+        where = _escape(corpus) if corpus else "Python's documentation"
+        lines.append(f"Recipe: AdamW{seen} ({where}), {', '.join(training)}{repeats}.")
+    held_out = _number(record, "heldout_loss", "held_out_loss", "val_loss", "test_loss")
+    unigram = _number(record, "unigram_heldout_loss", "unigram_loss", "unigram_baseline")
+    if held_out is not None and unigram is not None:
+        lines.append(
+            f"Held-out loss **{held_out:.2f}** nats per token, against **{unigram:.2f}** for a unigram baseline (the "
+            "same guess at every position, from token counts alone): the difference is what context buys."
+        )
+    return lines
