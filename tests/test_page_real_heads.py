@@ -18,7 +18,7 @@ import streamlit as st
 import torch
 
 from explorer.glue import real_models
-from mha_core import gpt
+from mha_core import gpt, gpt2_download
 
 from .apptest_helpers import charts, check_page, head_matrices, open_page, texts
 from .tiny_gpt import tiny_model
@@ -121,6 +121,8 @@ def test_a_head_link_opens_that_head_first_on_follow_a_token(tiny):
 
 
 def test_gpt2_offline_says_so_and_the_shipped_model_serves(monkeypatch):
+    monkeypatch.setenv("MHA_SERVER_MB", "2700")  # Community Cloud's largest app: GPT-2 would fit, but cannot come
+
     def offline(*args, **kwargs):
         raise urllib.error.URLError("no route to host")
 
@@ -191,10 +193,29 @@ def gpt2_on_disk(monkeypatch):
     stored = copy.deepcopy(model).to(torch.bfloat16).eval()
     loads = []
     api = types.SimpleNamespace(
-        gpt2_cached=lambda: True, load_gpt2=lambda: loads.append(1) or (stored, tokenizer), GPT2Unavailable=OSError
+        gpt2_cached=lambda: True,
+        load_gpt2=lambda: loads.append(1) or (stored, tokenizer),
+        gpt2_bytes=gpt2_download.gpt2_bytes,
+        GPT2Unavailable=OSError,
     )
     monkeypatch.setattr(real_models, "_gpt2_api", lambda: api)
+    monkeypatch.setenv("MHA_SERVER_MB", "2700")  # Community Cloud's largest app
     return stored, loads
+
+
+def test_gpt2_is_not_loaded_where_it_would_not_fit_beside_a_class(gpt2_on_disk, monkeypatch):
+    """On Community Cloud's smallest app GPT-2 (257 MB kept) does not fit beside a warm server, full caches and one
+    heavy job: even on disk it is not loaded, the notice says why in MB, and the shipped model serves."""
+    stored, loads = gpt2_on_disk
+    monkeypatch.setenv("MHA_SERVER_MB", "690")
+    at = open_page(PAGE, {"model": "gpt2", "text": TEXT})
+    check_page(at, [TEXT], f"{PAGE}?model=gpt2 on 690 MB")
+    assert set(charts(at)) == PANELS and not loads and not at.get("button")
+    notice = next(info.value for info in at.info if "stays in memory" in info.value)
+    assert "690 MB leave 62 MB" in notice and "at least 885 MB" in notice
+    explorer = open_page("app.py", {"model": "gpt2", "layer": "0", "text": TEXT})
+    check_page(explorer, [TEXT], "app.py?model=gpt2 on 690 MB")
+    assert explorer.session_state.settings.model == "own" and not loads
 
 
 def test_gpt2_once_here_serves_the_page_and_its_links_in_float32_from_bfloat16(gpt2_on_disk):

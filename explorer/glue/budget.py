@@ -15,7 +15,9 @@ then num_tokens, until a page's estimate fits. No streamlit: settings.reconcile 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
+from pathlib import Path
 
 MB = 2**20
 JOB_BYTES = 200 * MB  # the most one job may add at its peak (admission.JOB_BYTES is this)
@@ -49,6 +51,32 @@ PAGE_NAMES = {
     "npz": "The .npz download",
     "cost": "The Cost measurement",
 }
+
+
+# What stays in memory beside the jobs: a server warmed on every page, and every byte cache full (byte_cache).
+WARM_BYTES = 364 * MB  # measured: README, "A class on one small server"
+CACHE_BYTES = 64 * MB  # byte_cache.TOTAL_BYTES
+SMALLEST_SERVER_BYTES = 690 * MB  # Community Cloud's smallest app
+
+
+def server_bytes() -> int:
+    """The memory this server may use: ``MHA_SERVER_MB``, else the container's limit (cgroup), else 690 MB."""
+    wanted = os.environ.get("MHA_SERVER_MB", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted) * MB
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            limit = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and int(limit) < 2**40:  # "max" or a huge number: no limit set
+            return int(limit)
+    return SMALLEST_SERVER_BYTES
+
+
+def resident_room() -> int:
+    """What a model that stays loaded may hold: the server, less a warm server, full caches and one heavy job."""
+    return server_bytes() - WARM_BYTES - CACHE_BYTES - JOB_BYTES
 
 
 def itemsize(dtype: str) -> int:

@@ -22,7 +22,7 @@ import torch
 
 from mha_core import gpt, model_heads
 
-from . import admission
+from . import admission, budget
 
 LABELS = {"own": "the shipped model", "gpt2": "GPT-2 (124M)"}
 TOKEN_CAP = {"own": 64, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
@@ -33,6 +33,8 @@ CAP_REASON = {
 DEFAULT_TEXT = "The for statement iterates over the items of a list, in the order that they appear in the list."
 PAGE_TOKEN_CAP = 64  # the Real heads page's thumbnails: every layer × head at one cell per token
 GPT2_FETCH_MB = 548
+DOWNLOAD_BYTES = 16 * 2**20  # streamed to disk: a read buffer and a file handle
+MB = 2**20
 
 
 class ModelUnavailableError(Exception):
@@ -104,18 +106,40 @@ def _gpt2_api():
 _GPT2_STATE = {"error": ""}  # the last download's failure, for every session (a server is offline for all)
 
 
-def gpt2_ready() -> bool:
-    """True when GPT-2 can serve without a download (both files in the disk cache)."""
+def gpt2_no_room() -> str:
+    """Why GPT-2 cannot stay in this server's memory beside a class's pages, or "" when it can.
+
+    Loaded, GPT-2 stays (bfloat16, once per process), so it must fit beside a warm server, full caches and one
+    heavy job: budget.resident_room(). On Community Cloud's smallest app (690 MB) it does not."""
     api = _gpt2_api()
-    return api is not None and api.gpt2_cached()
+    if api is None:
+        return ""
+    kept, room = api.gpt2_bytes(TOKEN_CAP["gpt2"]).kept, budget.resident_room()
+    if kept <= room:
+        return ""
+    least = budget.server_bytes() - room + kept
+    return (
+        f"GPT-2 stays in memory once loaded ({kept / MB:.0f} MB in bfloat16), and this server's "
+        f"{budget.server_bytes() / MB:.0f} MB leave {max(room, 0) / MB:.0f} MB beside a class's pages and one heavy "
+        f"run: it is offered on a server with at least {least / MB:.0f} MB (a larger Community Cloud app, or "
+        "MHA_SERVER_MB where the machine has the memory)."
+    )
+
+
+def gpt2_ready() -> bool:
+    """True when GPT-2 can serve without a download (both files in the disk cache) and fits in memory here."""
+    api = _gpt2_api()
+    return api is not None and not gpt2_no_room() and api.gpt2_cached()
 
 
 def gpt2_offline() -> bool:
-    """True once a download has failed here (or this build cannot download): this server cannot fetch GPT-2."""
-    return _gpt2_api() is None or bool(_GPT2_STATE["error"])
+    """True when this server cannot have GPT-2: a download failed here, it would not fit, or this build lacks it."""
+    return _gpt2_api() is None or bool(_GPT2_STATE["error"]) or bool(gpt2_no_room())
 
 
 def gpt2_absent_reason() -> str:
+    if gpt2_no_room():
+        return gpt2_no_room()
     if gpt2_offline():
         return "GPT-2 cannot be fetched from this server: it cannot reach huggingface.co."
     return f"GPT-2 is not on this server yet: the Real heads page downloads it ({GPT2_FETCH_MB} MB, once)."
@@ -130,7 +154,7 @@ def download_gpt2(progress) -> bool:
     if api is None:
         return False
     ended = admission.session_ended()
-    with admission.admit("downloading GPT-2", heavy=True, should_stop=ended):
+    with admission.admit("downloading GPT-2", need_bytes=DOWNLOAD_BYTES, heavy=True, should_stop=ended):
         try:
             api.download_gpt2(progress=progress, should_stop=ended)
         except api.GPT2Unavailable as error:
@@ -147,7 +171,8 @@ def gpt2_model():
     """(GPT-2 with bfloat16 storage, eval mode, its tokenizer), loaded once per process from the disk cache."""
     if not gpt2_ready():
         raise ModelUnavailableError(gpt2_absent_reason())
-    with admission.admit("loading GPT-2", heavy=True, should_stop=admission.session_ended()):
+    loading = _gpt2_api().gpt2_bytes().loading  # above what stays: gpt2_no_room() made room for that
+    with admission.admit("loading GPT-2", need_bytes=loading, should_stop=admission.session_ended()):
         model, tokenizer = _gpt2_api().load_gpt2()
     return model.eval().requires_grad_(False), tokenizer
 
@@ -184,9 +209,13 @@ def token_ids(name: str, text: str) -> list[int]:
 
 
 def _gate(name: str):
-    """GPT-2's runs take the admission gate (float32 copies of its blocks, 12 layers); the shipped model's are light."""
-    heavy = name == "gpt2"
-    return admission.admit(f"{LABELS[name]} reading a sentence", heavy=heavy, should_stop=admission.session_ended())
+    """GPT-2's runs take the admission gate with their bytes (float32 copies of its blocks, the logits, every layer's
+    weights at the longest sentence it reads); the shipped model's runs are light (a few MB)."""
+    if name != "gpt2":
+        return contextlib.nullcontext()
+    sizes = _gpt2_api().gpt2_bytes(TOKEN_CAP["gpt2"])
+    need = max(sizes.forward, sizes.attention_weights)
+    return admission.admit(f"{LABELS[name]} reading a sentence", need_bytes=need, should_stop=admission.session_ended())
 
 
 # --- what pages draw, cached on (model, text) ------------------------------------------------------------------------
