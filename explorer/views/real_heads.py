@@ -135,6 +135,11 @@ def _note(text: str, x: float, y: float, anchor: str) -> dict:
     }
 
 
+def even_score(num_tokens: int) -> float:
+    """The score of a head that spreads each query's weight evenly over the keys it may see: mean of 1/(i+1)."""
+    return float(np.mean([1 / (i + 1) for i in range(1, num_tokens)]))
+
+
 def scores_figure(probe: HeadProbe, *, presenter: bool = False):
     """The three scores as layers × heads heatmaps side by side, on one 0–1 scale; layer 0 on top, values printed."""
     num_layers, num_heads = probe.scores[KINDS[0]].shape
@@ -246,7 +251,9 @@ def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size
         "head_scores",
         "Which head does what",
         f"Mean weight on the expected key, per head · shape (L, h) = ({num_layers}, {num_heads}) each · measured on "
-        f"{probe.period} random tokens repeated ({2 * probe.period} tokens, averaged over a few such sequences).",
+        f"{probe.period} random tokens repeated ({2 * probe.period} tokens, averaged over a few such sequences); "
+        f"a head that spreads its weight evenly scores about {even_score(2 * probe.period):.2f}, 1 is every query "
+        "exactly there.",
         scores_figure(probe, presenter=presenter),
     )
     top5 = Panel(
