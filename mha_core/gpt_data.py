@@ -5,8 +5,9 @@ every Python install has), so the model trains anywhere with no download. Topics
 order; the last ``HELDOUT_TOPICS`` are held out, unseen by the tokenizer and the model.
 
 A share of each training batch is random tokens whose stretch repeats (the distribution of
-``head_scores.repeated_random_tokens``, with varying period and offset): predicting the second copy is
-what rewards an induction head, which plain text on this budget does not grow (docs/decisions.md).
+``head_scores.repeated_random_tokens``, with varying period and offset), scored only where a repeat makes the
+next token predictable: meant to reward an induction head, which plain text on this budget does not grow.
+Within the 30-minute CPU budget it did not grow one either (docs/decisions.md has what was tried).
 
 Axis letters: b batch, T tokens, V vocabulary.
 """

@@ -21,6 +21,15 @@ TINY = {"vocab_size": 50, "context_length": 12, "emb_dim": 16, "n_heads": 4, "n_
 RETRAIN_STEPS = 20
 
 
+@pytest.fixture
+def one_thread():
+    """Training on one thread: the shipped run used one, and two threads on a busy 2-core machine crawl."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def shipped():
     return load_shipped_model()
@@ -34,6 +43,12 @@ def record():
 @pytest.fixture(scope="module")
 def recipe(record):
     return gpt_training.Recipe(**record["recipe"])
+
+
+@pytest.fixture(scope="module")
+def prepared(shipped, recipe):
+    """(tokenizer, training ids, held-out ids) with the shipped tokenizer."""
+    return gpt_training.prepare(recipe, shipped[1])
 
 
 def tiny_model() -> GPTModel:
@@ -144,8 +159,8 @@ def test_the_tokenizer_retrains_to_the_shipped_one(shipped, recipe):
     assert gpt_data.train_tokenizer(train_text, recipe.vocab_size).to_str() == shipped[1].to_str()
 
 
-def test_a_short_retrain_reproduces_the_recorded_losses_and_the_loss_falls(shipped, record, recipe):
-    _, train_ids, _ = gpt_training.prepare(recipe, shipped[1])
+def test_a_short_retrain_reproduces_the_recorded_losses_and_the_loss_falls(prepared, record, recipe, one_thread):
+    _, train_ids, _ = prepared
     _, losses = gpt_training.train(recipe, train_ids, stop_after=RETRAIN_STEPS)
     assert sorted(losses) == list(range(recipe.log_every, RETRAIN_STEPS + 1, recipe.log_every))
     for step, loss in losses.items():
@@ -155,9 +170,9 @@ def test_a_short_retrain_reproduces_the_recorded_losses_and_the_loss_falls(shipp
     assert recorded[-1] < recorded[0] - 1.0
 
 
-def test_the_model_beats_the_unigram_baseline_on_held_out_text(shipped, record, recipe):
-    model, tokenizer = shipped
-    _, train_ids, heldout_ids = gpt_training.prepare(recipe, tokenizer)
+def test_the_model_beats_the_unigram_baseline_on_held_out_text(shipped, prepared, record, recipe):
+    model, _ = shipped
+    _, train_ids, heldout_ids = prepared
     unigram = gpt_data.unigram_loss(train_ids, heldout_ids, recipe.vocab_size)
     assert unigram == pytest.approx(record["unigram_heldout_loss"], rel=1e-6)
     windows = gpt_data.heldout_windows(heldout_ids, recipe.context_length, max_windows=8)  # (8, T + 1)
