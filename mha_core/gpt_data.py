@@ -5,8 +5,9 @@ every Python install has), so the model trains anywhere with no download. Topics
 order; the last ``HELDOUT_TOPICS`` are held out, unseen by the tokenizer and the model.
 
 A share of each training batch is random tokens whose stretch repeats (the distribution of
-``head_scores.repeated_random_tokens``, with varying period and offset): predicting the second copy is
-what rewards an induction head, which plain text on this budget does not grow (docs/decisions.md).
+``head_scores.repeated_random_tokens``, with varying period and offset), scored only where a repeat makes the
+next token predictable: meant to reward an induction head, which plain text on this budget does not grow.
+Within the 30-minute CPU budget it did not grow one either (docs/decisions.md has what was tried).
 
 Axis letters: b batch, T tokens, V vocabulary.
 """
@@ -65,34 +66,52 @@ def text_windows(ids: torch.Tensor, gen: torch.Generator, batch_size: int, lengt
     return ids[starts[:, None] + torch.arange(length)]  # (b, length)
 
 
-def repeated_stretches(gen: torch.Generator, batch_size: int, length: int, vocab_size: int) -> torch.Tensor:
-    """(b, length): random ids in [0, V); from a random start, a random stretch repeats until the end.
+def repeated_stretches(
+    gen: torch.Generator, batch_size: int, length: int, vocab_size: int, alternating: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """((b, length) ids, (b, length - 1) bool): random ids in [0, V); from a random start, a random stretch
+    repeats until the end. The mask marks the predictable targets (those inside a repeat), the only ones scored:
+    the loss on unpredictable random tokens is pure noise.
 
     Row r: ``offset`` fresh tokens, then a stretch of ``period`` tokens tiled. Period and offset vary by row
-    (period in [length // 16, length // 2], offset in [0, length // 4]), so only content, not a fixed
-    distance, finds the earlier copy.
+    (period in [4, length // 2], offset in [0, length // 4]), so only content, not a fixed distance, finds the
+    earlier copy. A share ``alternating`` of rows has period 2 (a b a b ...): there the previous token's
+    neighbour is the answer, which rewards a previous-token head directly, the half of an induction circuit
+    that longer repeats alone did not grow (docs/decisions.md).
     """
     if length < 32:
         raise ValueError(f"repeated stretches need length >= 32, got {length}")
-    period = torch.randint(length // 16, length // 2 + 1, (batch_size, 1), generator=gen)  # (b, 1)
+    period = torch.randint(4, length // 2 + 1, (batch_size, 1), generator=gen)  # (b, 1)
+    period = torch.where(torch.rand(batch_size, 1, generator=gen) < alternating, 2, period)  # (b, 1)
     offset = torch.randint(0, length // 4 + 1, (batch_size, 1), generator=gen)  # (b, 1)
     fresh = torch.randint(0, vocab_size, (batch_size, length), generator=gen)  # (b, length)
     positions = torch.arange(length)  # (length,)
     source = torch.where(positions < offset + period, positions, offset + (positions - offset) % period)  # (b, length)
-    return fresh.gather(1, source)  # (b, length)
+    predictable = positions[1:] >= offset + period  # (b, length - 1): target t + 1 lies in a repeat
+    return fresh.gather(1, source), predictable  # (b, length), (b, length - 1)
 
 
-def training_batch(
-    ids: torch.Tensor, gen: torch.Generator, batch_size: int, context_length: int, vocab_size: int, repeat_share: float
-) -> torch.Tensor:
-    """(b, T + 1): text windows, the last round(repeat_share · b) rows replaced by repeated random stretches."""
-    if not 0.0 <= repeat_share <= 1.0:
-        raise ValueError(f"repeat_share must be in [0, 1], got {repeat_share}")
-    batch = text_windows(ids, gen, batch_size, context_length + 1)  # (b, T + 1)
-    num_repeated = round(repeat_share * batch_size)
+def training_batches(
+    ids: torch.Tensor, gen: torch.Generator, sizes: tuple[int, int], vocab_size: int, repeat: tuple[float, int]
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """[(text (b - r, T + 1), all scored), (repeated random stretches (r, R + 1), scored (r, R))] with
+    r = round(share · b), empty parts left out. Each part: ids and which targets the loss counts.
+
+    ``sizes`` = (b, T), ``repeat`` = (share, R, share of period 2); rows shorter than T (R < T) are cheaper.
+    """
+    batch_size, context_length = sizes
+    share, length, alternating = repeat
+    if not 0.0 <= share <= 1.0 or not 32 <= length <= context_length:
+        raise ValueError(f"need repeat share in [0, 1] and length in [32, {context_length}], got {share}, {length}")
+    num_repeated = round(share * batch_size)
+    parts = []
+    if num_repeated < batch_size:
+        text = text_windows(ids, gen, batch_size - num_repeated, context_length + 1)  # (b - r, T + 1)
+        parts.append((text, torch.ones(text.shape[0], context_length, dtype=torch.bool)))
     if num_repeated:
-        batch[batch_size - num_repeated :] = repeated_stretches(gen, num_repeated, context_length + 1, vocab_size)
-    return batch
+        rows = repeated_stretches(gen, num_repeated, length + 1, vocab_size, alternating)  # (r, R + 1), (r, R)
+        parts.append(rows)
+    return parts
 
 
 def heldout_windows(ids: torch.Tensor, context_length: int, max_windows: int | None = None) -> torch.Tensor:

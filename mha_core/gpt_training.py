@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
@@ -37,27 +38,67 @@ class Recipe:
     """Everything that determines the shipped model: the GPT config, the tokenizer and the optimisation."""
 
     vocab_size: int = 2048
-    context_length: int = 128
+    context_length: int = 64
     emb_dim: int = 128
     n_heads: int = 4
     n_layers: int = 2
     drop_rate: float = 0.0
     qkv_bias: bool = False
-    steps: int = 2000
+    tie_weights: bool = True  # out_head shares tok_emb's matrix (as GPT-2 does): copying a token is then easy
+    init_std: float = 0.02  # GPT-2's init (gpt2_init); 0 keeps PyTorch's defaults
+    sinusoidal_positions: bool = True  # pos_emb starts as sinusoids (still learned): "one back" is one rotation
+    steps: int = 1300
     batch_size: int = 32
-    lr: float = 2e-3  # AdamW peak, after a linear warm-up, then a cosine to a tenth of it
-    warmup: int = 100
+    lr: float = 1e-2  # AdamW peak, after a linear warm-up, then a cosine to a tenth of it
+    warmup: int = 50
     weight_decay: float = 0.1
-    repeat_share: float = 0.25  # share of each batch that is a random stretch repeated (gpt_data)
+    repeat_share: float = 0.5  # share of each batch's rows that are a random stretch repeated (gpt_data)
+    repeat_length: int = 64  # tokens in those rows (at most context_length)
+    alternating_share: float = 0.5  # share of those rows with period 2 (a b a b ...)
     seed: int = 0  # model init from seed, batches from seed + 1
     log_every: int = 10
-    probe_period: int = 64  # the probe: probe_period random ids, twice
+    probe_period: int = 32  # the probe: probe_period random ids, twice
 
     def config(self) -> dict:
         return check_config({key: getattr(self, key) for key in CONFIG_KEYS})
 
 
 RECIPE = Recipe()
+
+
+def build(recipe: Recipe) -> GPTModel:
+    """A fresh (or, before loading, a blank) model; ``tie_weights`` makes out_head use tok_emb's weight."""
+    model = GPTModel(recipe.config())
+    if recipe.init_std:
+        gpt2_init(model, recipe.init_std)
+    if recipe.sinusoidal_positions:
+        with torch.no_grad():
+            scale = model.tok_emb.weight.std()  # positions start as large as tokens
+            model.pos_emb.weight.copy_(sinusoids(recipe.context_length, recipe.emb_dim) * scale * math.sqrt(2))
+    if recipe.tie_weights:
+        model.out_head.weight = model.tok_emb.weight  # (V, E), one parameter
+    return model
+
+
+def sinusoids(num_positions: int, dim: int) -> torch.Tensor:
+    """(T, E) the Transformer paper's sin/cos position code (values in [-1, 1], std about 1/sqrt(2))."""
+    positions = torch.arange(num_positions, dtype=torch.float32)[:, None]  # (T, 1)
+    rates = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float32) / dim)  # (E/2,)
+    angles = positions * rates  # (T, E/2)
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(1)  # (T, E/2, 2) -> (T, E)
+
+
+def gpt2_init(model: GPTModel, std: float) -> None:
+    """GPT-2's initialisation: every weight N(0, std²), biases 0, the two projections that write into the
+    residual stream scaled by 1/sqrt(2·layers), so embeddings and block outputs start at comparable sizes."""
+    for name, param in model.named_parameters():
+        if name.endswith(("norm1.scale", "norm2.scale", "final_norm.scale")):
+            continue
+        if param.ndim < 2:
+            nn.init.zeros_(param)
+        else:
+            scaled = name.endswith(("att.out_proj.weight", "ff.layers.2.weight"))
+            nn.init.normal_(param, std=std / math.sqrt(2 * model.cfg["n_layers"]) if scaled else std)
 
 
 def learning_rate(recipe: Recipe, step: int) -> float:
@@ -117,7 +158,7 @@ def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = N
     """(model, losses): ``recipe.steps`` AdamW steps (or the first ``stop_after``); ``losses`` maps each
     ``log_every``-th step (1-based) to that step's batch loss. ``eval_every`` > 0 prints probe scores."""
     torch.manual_seed(recipe.seed)
-    model = GPTModel(recipe.config())
+    model = build(recipe)
     model.train()
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
@@ -128,11 +169,7 @@ def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = N
     for step in range(recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(recipe, step)
-        batch = gpt_data.training_batch(
-            train_ids, gen, recipe.batch_size, recipe.context_length, recipe.vocab_size, recipe.repeat_share
-        )  # (b, T + 1)
-        logits = model(batch[:, :-1])  # (b, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+        loss = batch_loss(model, recipe, train_ids, gen)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -145,11 +182,26 @@ def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = N
     return model, losses
 
 
+def batch_loss(model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Mean next-token cross-entropy over the scored targets of one step: every text token, and the repeated
+    (predictable) tokens of the random rows."""
+    sizes = (recipe.batch_size, recipe.context_length)
+    parts = gpt_data.training_batches(
+        train_ids, gen, sizes, recipe.vocab_size, (recipe.repeat_share, recipe.repeat_length, recipe.alternating_share)
+    )  # [((b - r, T + 1), (b - r, T)), ((r, R + 1), (r, R))]
+    total = sum(
+        F.cross_entropy(model(ids[:, :-1])[scored], ids[:, 1:][scored], reduction="sum") for ids, scored in parts
+    )
+    return total / sum(int(scored.sum()) for _, scored in parts)
+
+
 def report_progress(model: GPTModel, recipe: Recipe, step: int, loss: float, seconds: float) -> None:
-    """One line: step, loss, the strongest head of each kind on the probe."""
+    """One line: step, loss, and per kind the best head score of each layer on the probe."""
     scores = measure_heads(model, probe(recipe), recipe.probe_period)
-    best = {kind: head_scores.strongest(value) for kind, value in scores.items()}
-    text = "  ".join(f"{kind[:4]} L{layer}H{head}={score:.3f}" for kind, (layer, head, score) in best.items())
+    text = "  ".join(
+        f"{kind[:4]} " + "/".join(f"{row.max():.2f}" for row in value)  # the best head of each layer
+        for kind, value in scores.items()
+    )
     print(f"step {step:5d}  {seconds:7.1f}s  loss {loss:.3f}  {text}", flush=True)
 
 
@@ -179,9 +231,10 @@ def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tenso
 
 
 def save(directory: Path, model: GPTModel, tokenizer: TextTokenizer, rec: dict) -> None:
-    """The three shipped files, weights in float32 (the causal mask buffers are rebuilt on load, not stored)."""
+    """The three shipped files, weights in float32 (the causal mask buffers are rebuilt on load, not stored; a
+    tied out_head is stored as a copy, as safetensors stores no shared tensors)."""
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("att.mask")}
+    tensors = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if not k.endswith("att.mask")}
     save_file(tensors, str(directory / WEIGHTS))
     (directory / TOKENIZER).write_text(tokenizer.to_str())
     (directory / RECORD).write_text(json.dumps(rec, indent=1) + "\n")
@@ -195,7 +248,7 @@ def load_record(directory: Path = SHIPPED) -> dict:
 def load_shipped(directory: Path = SHIPPED) -> tuple[GPTModel, TextTokenizer]:
     """(model in eval mode, float32; tokenizer) from the shipped files."""
     directory = Path(directory)
-    model = GPTModel(load_record(directory)["config"])
+    model = build(Recipe(**load_record(directory)["recipe"]))
     missing, unexpected = model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=False)
     if unexpected or any(not k.endswith("att.mask") for k in missing):
         raise ValueError(f"{directory / WEIGHTS} does not fit the config: missing {missing}, unexpected {unexpected}")

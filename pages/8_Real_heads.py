@@ -61,12 +61,7 @@ def main() -> None:
     show_open_any(view, name, text)
     st.header("Induction: a repeat gets easier")
     figure(view.induction, presenter)
-    first, second = view.copy_losses
-    st.markdown(
-        f"Mean loss **{first:.2f}** nats on the first copy, **{second:.2f}** on the second. Random tokens cannot be "
-        "guessed, so the first copy stays near a uniform guess; a model with induction heads finds each token's "
-        "earlier occurrence and predicts what followed it, and its loss falls on the second copy."
-    )
+    st.markdown(real_heads.induction_sentence(*view.copy_losses, view.vocab_size))
     show_about(name)
     url.sync_url(st.session_state.settings)
 

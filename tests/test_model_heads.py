@@ -101,3 +101,10 @@ def test_about_lines_read_the_record_and_survive_a_missing_one():
     text = " ".join(real_heads.about_lines("own", record, facts))
     assert "5.90" in text and "6.31" in text and "steps 150" in text
     assert real_heads.about_lines("own", {}, facts) and "GPT-2" in real_heads.about_lines("gpt2", {}, facts)[0]
+
+
+def test_the_induction_sentence_stays_true_whatever_the_model_learned():
+    copying = real_heads.induction_sentence(7.6, 2.1, 2048)
+    assert "falls by 5.50 nats" in copying and "confidently wrong" not in copying
+    stuck = real_heads.induction_sentence(9.6, 9.5, 2048)
+    assert "does not fall much" in stuck and "confidently wrong" in stuck

@@ -45,6 +45,7 @@ class RealHeadsView:
     copy_losses: tuple[float, float]  # mean loss on the first and on the second copy
     strongest_shape: tuple[int, int]  # (L, h)
     sentence: str  # the tokens drawn, decoded back to text
+    vocab_size: int
 
 
 def _thumb_axes(layout: dict, k: int, domains: tuple[list[float], list[float]], n: int) -> None:
@@ -133,6 +134,27 @@ def _note(text: str, x: float, y: float, anchor: str) -> dict:
         "yanchor": "bottom" if anchor == "center" else "middle",
         "showarrow": False,
     }
+
+
+def induction_sentence(first: float, second: float, vocab_size: int) -> str:
+    """What the two copies' mean losses say, in words that stay true whatever the model learned."""
+    chance = math.log(vocab_size)
+    said = (
+        f"Mean loss **{first:.2f}** nats on the first copy, **{second:.2f}** on the second (a uniform guess costs "
+        f"ln V = {chance:.2f}). Random tokens cannot be guessed, so on the first copy no model does better than "
+        f"that{' (this one is worse: confidently wrong)' if first > chance + 0.2 else ''}. "
+    )
+    if second < first - 0.5:
+        return said + (
+            f"On the second copy the loss falls by {first - second:.2f} nats: the model finds each token's earlier "
+            "occurrence and predicts what followed it, which is what induction heads do."
+        )
+    return said + "On the second copy it does not fall much: this model has not learned to copy a repeat yet."
+
+
+def even_score(num_tokens: int) -> float:
+    """The score of a head that spreads each query's weight evenly over the keys it may see: mean of 1/(i+1)."""
+    return float(np.mean([1 / (i + 1) for i in range(1, num_tokens)]))
 
 
 def scores_figure(probe: HeadProbe, *, presenter: bool = False):
@@ -246,7 +268,9 @@ def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size
         "head_scores",
         "Which head does what",
         f"Mean weight on the expected key, per head · shape (L, h) = ({num_layers}, {num_heads}) each · measured on "
-        f"{probe.period} random tokens repeated ({2 * probe.period} tokens, averaged over a few such sequences).",
+        f"{probe.period} random tokens repeated ({2 * probe.period} tokens, averaged over a few such sequences); "
+        f"a head that spreads its weight evenly scores about {even_score(2 * probe.period):.2f}, 1 is every query "
+        "exactly there.",
         scores_figure(probe, presenter=presenter),
     )
     top5 = Panel(
@@ -274,6 +298,7 @@ def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size
         copy_losses=(probe.first_copy_loss, probe.second_copy_loss),
         strongest_shape=(num_layers, num_heads),
         sentence=reading.text,
+        vocab_size=vocab_size,
     )
 
 
