@@ -83,6 +83,13 @@ def refuse_browser_cache_clear() -> None:
 MISTYPED_NOTICE = "A control sent a value of the wrong kind ({keys}); it was ignored and your settings are kept."
 
 
+# What a browser may send for a widget registered with each value type: a number_input registers double_value but
+# Chromium sends int_value for an integer one (the seed); Streamlit reads whichever field is set.
+_NUMBERS, _NUMBER_ARRAYS = {"int_value", "double_value"}, {"int_array_value", "double_array_value"}
+SENT_KINDS = {"int_value": _NUMBERS, "double_value": _NUMBERS}
+SENT_KINDS |= {"int_array_value": _NUMBER_ARRAYS, "double_array_value": _NUMBER_ARRAYS}
+
+
 def well_typed(states, metadata) -> tuple[object, list[str]]:
     """(the widget states whose value is of the kind their widget takes, the user keys of those that were not).
 
@@ -96,7 +103,8 @@ def well_typed(states, metadata) -> tuple[object, list[str]]:
     for state in states.widgets:
         registered = metadata.get(state.id)
         kind = state.WhichOneof("value")
-        if registered is not None and kind is not None and kind != registered.value_type:
+        allowed = SENT_KINDS.get(registered.value_type, {registered.value_type}) if registered is not None else set()
+        if registered is not None and kind is not None and kind not in allowed:
             dropped.append(state.id.rsplit("-", 1)[-1])
             continue
         kept.widgets.append(state)
