@@ -313,8 +313,8 @@ def test_a_clicker_pages_through_the_steps_in_presenter_mode(browser, app_url):
         for key, expected in (("PageDown", "2"), ("PageDown", "3"), ("PageUp", "2")):
             page.locator("h1").first.click()  # focus the page, not a widget
             page.keyboard.press(key)
-            page.wait_for_function(
-                f"() => new URLSearchParams(location.search).get('step') === '{expected}'", timeout=60_000
+            page.wait_for_function(  # a step may queue behind another visitor's training (at most its 60 s budget)
+                f"() => new URLSearchParams(location.search).get('step') === '{expected}'", timeout=150_000
             )
             wait_for_app(page)
             page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
