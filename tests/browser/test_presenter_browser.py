@@ -105,6 +105,12 @@ MAIN_FIGURE_JS = """
 """
 
 
+# Failed twice in fresh clones after test_pages_browser walked every page in the same server session (never when run
+# alone): the page waited past the test's timeout. Suspected: a job left in the admission queue. Not strict, so a
+# pass is reported; the cause is for the next session (see its closing note).
+AFTER_THE_PAGE_WALK = "waits past its timeout after the page walk in the same server session (cause not found yet)"
+
+
 def open_page(page, app_url: str, path: str, query: str, *, timeout: float = 240_000) -> None:
     page.goto(f"{app_url}/{path}{'?' + query if query else ''}")
     wait_for_app(page, timeout=timeout)
@@ -212,7 +218,7 @@ def open_sidebar(page, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)], ids=["1280x720", "1920x1080"])
-@pytest.mark.xfail(strict=False, reason="after test_pages_browser walks every page in the same server session, this page waited past the test's timeout (twice in fresh clones, never when run alone): suspected a job left in the admission queue; see the closing note of the session that landed issue 19"))
+@pytest.mark.xfail(strict=False, reason=AFTER_THE_PAGE_WALK)
 def test_presenter_mode_puts_each_main_figure_on_the_first_screen_and_cuts_no_text(browser, app_url, size):
     context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
     page = context.new_page()
@@ -304,7 +310,7 @@ DARK_FIGURE_JS = """
 """
 
 
-@pytest.mark.xfail(strict=False, reason="after test_pages_browser walks every page in the same server session, this page waited past the test's timeout (twice in fresh clones, never when run alone): suspected a job left in the admission queue; see the closing note of the session that landed issue 19"))
+@pytest.mark.xfail(strict=False, reason=AFTER_THE_PAGE_WALK)
 def test_a_clicker_pages_through_the_steps_in_presenter_mode(browser, app_url):
     """Page Down / Page Up (a presentation clicker) move the step with the sidebar folded; each step's figure is
     on the first screen of a 1280 × 720 projector."""
