@@ -31,7 +31,18 @@ def assert_charts(page, minimum: int = 1) -> None:
     """The page drew its charts (plotly draws after the script ends, so wait for the first one)."""
     charts = page.locator("[data-testid='stPlotlyChart']")
     charts.first.wait_for(timeout=60_000)
-    assert charts.count() >= minimum, f"{page.url}: {charts.count()} charts, expected at least {minimum}"
+    count = count_at_least(page, charts, minimum)
+    assert count >= minimum, f"{page.url}: {count} charts, expected at least {minimum}"
+
+
+def count_at_least(page, locator, minimum: int, seconds: float = 10) -> int:
+    """How many elements match, once `minimum` do or `seconds` pass: later charts mount after the first."""
+    for _ in range(int(seconds * 4)):
+        count = locator.count()
+        if count >= minimum:
+            return count
+        page.wait_for_timeout(250)
+    return locator.count()
 
 
 def screenshot(page, name: str, max_height: int = 5000) -> Path:

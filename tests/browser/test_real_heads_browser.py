@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import assert_charts, assert_no_exception, screenshot, wait_for_app
+from .helpers import assert_charts, assert_no_exception, count_at_least, screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -17,7 +17,7 @@ def test_real_heads_draws_its_charts_and_a_head_link_opens_the_explorer(page, ap
     page.wait_for_timeout(1500)  # plotly draws after the script ends
     assert_no_exception(page)
     assert_charts(page, minimum=CHARTS)
-    assert page.locator("[data-testid='stPlotlyChart'] svg.main-svg").count() >= CHARTS
+    assert count_at_least(page, page.locator("[data-testid='stPlotlyChart'] svg.main-svg"), CHARTS) >= CHARTS
     screenshot(page, "page_real_heads_full")
     link = page.get_by_role("link", name="in Explorer").first
     href = link.get_attribute("href") or ""
