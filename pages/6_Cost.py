@@ -7,14 +7,14 @@ Nothing is measured until "Measure" is pressed.
 
 import streamlit as st
 
-from explorer.glue import boundary, budget, measuring, sidebar, url
+from explorer.glue import admission, boundary, budget, measuring, sidebar, url
 from explorer.views import cost
 from explorer.views.panel import Panel
 
 st.set_page_config(page_title="Cost · Multi-Head Attention Explorer", page_icon="⏱️", layout="wide")
 
 TOKEN_CHOICES = [t for t in cost.TOKEN_STEPS if t >= cost.MIN_TOKENS]  # 64, 128, ..., 1024
-TIME_BUDGET_S = 30.0  # one measurement, all lengths and variants together
+TIME_BUDGET_S = measuring.TIME_BUDGET_S
 
 
 def max_tokens_from_url() -> int:
@@ -42,7 +42,8 @@ def main() -> None:
 
     st.title("Cost: time and memory against sequence length")
     url.show_notices()
-    longest = budget.cost_max_tokens(settings, chosen, cost.TOKEN_STEPS)
+    spec = measuring.cost_spec(settings, chosen, TIME_BUDGET_S)
+    longest = spec.max_tokens
     if longest < chosen:
         st.warning(
             f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens in {settings.dtype} is "
@@ -50,17 +51,6 @@ def main() -> None:
             f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
             icon="⚠️",
         )
-    spec = cost.CostSpec(
-        num_heads=settings.num_heads,
-        head_dim=settings.head_dim,
-        batch_size=settings.batch_size,
-        device=settings.device,
-        dtype=settings.dtype,
-        seed=settings.seed,
-        max_tokens=longest,
-        min_tokens=cost.MIN_TOKENS,
-        time_budget_s=TIME_BUDGET_S,
-    )
     tokens = cost.token_counts(spec.max_tokens, spec.min_tokens)
     if not presenter:
         st.markdown(
@@ -96,7 +86,7 @@ def formula_and_measure(spec: cost.CostSpec, settings, tokens: list[int], presen
         bar = st.progress(0.0, text="Waiting for the CPU…")
         try:
             st.session_state.cost_report = measuring.measure_cost(spec, bar.progress)
-        except TimeoutError as error:
+        except (TimeoutError, admission.ServerBusyError) as error:
             st.warning(f"{error}.", icon="⏳")
         bar.empty()
 

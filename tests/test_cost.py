@@ -11,6 +11,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from explorer.glue import budget
 from explorer.views import cost
 from mha_core import profiling, runs
 from mha_core.trace import trace_forward
@@ -177,7 +178,11 @@ def test_bad_max_tokens_in_the_url_is_explained_and_replaced(raw):
 
 
 def test_over_budget_settings_are_measured_at_the_nearest_length_that_fits():
-    at = page(num_heads="16", d_out="64", batch_size="8", max_tokens="1024")
+    at = page(num_heads="16", d_out="1024", d_in="1024", batch_size="8", max_tokens="1024")
     assert not at.exception
-    # 10 matrices × 8 · 16 · 256² cells × 4 B = 320 MiB is over the 200 MB budget; at 128 tokens, 80 MiB fits
+    # 4.3 × 8 · 16 · 256² cells × 4 B = 144 MiB, + 60 B × 1024² of weights + 12 MiB = 216 MiB is over the 200 MiB
+    # budget; at 128 tokens, 108 MiB fits
+    assert (
+        budget.cost_bytes(8, 16, 64, 256, "float32") > budget.JOB_BYTES >= budget.cost_bytes(8, 16, 64, 128, "float32")
+    )
     assert any("nearest length that fits" in w.value and "up to 128 tokens" in w.value for w in at.warning)

@@ -55,6 +55,7 @@ LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run a
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy
 POLL_S = 0.2  # how often a waiting job checks whether its session still exists
+LOG_WAIT_S = 5.0  # a job that waits longer names, in the server log, the jobs it waits behind
 TRAIN_TIME_BUDGET_S = 60.0  # one training run, checked between steps (the page's largest run takes ~15 s)
 
 
@@ -107,6 +108,13 @@ class Gate:
         with self._cond:
             key = self._order(ticket)
             return 1 + len(self._running) + sum(self._order(t) < key for t in self._waiting if t is not ticket)
+
+    def describe(self) -> str:
+        """Who runs and who waits, for the server log when a job waits long."""
+        with self._cond:
+            running = ", ".join(f"{t.label} ({t.session})" for t in self._running) or "nothing"
+            waiting = ", ".join(f"{t.label} ({t.session})" for t in self._waiting)
+            return f"running {running}; waiting {waiting}"
 
     def waiting(self) -> int:
         with self._cond:
@@ -189,8 +197,11 @@ class Gate:
             release_memory()
 
     def _wait_turn(self, ticket: Ticket, should_stop, wait_s: float | None, on_wait) -> None:
-        begin, waited = time.monotonic(), 0.0
+        begin, waited, logged = time.monotonic(), 0.0, False
         while not self._try_start(ticket):
+            if not logged and time.monotonic() - begin > LOG_WAIT_S:
+                logged = True
+                log.warning("%s has waited %.0f s: %s", ticket.label, LOG_WAIT_S, self.describe())
             if should_stop is not None and should_stop():
                 raise SessionEndedError(f"{ticket.label}: the session ended while it waited")
             waited = time.monotonic() - begin

@@ -38,8 +38,12 @@ FACTORS: dict[str, tuple[float, float, float]] = {
     "knobs": (11.7, 11.7, 7.5),  # temperature: a trace and the entropy sweep over five scales; dropout: a trace
     "masks": (8.0, 8.0, 2.0),  # cross-attention (b, h, tgt, src), explicit and fused, and the mask
     "npz": (9.0, 11.0, 0.0),  # the trace, its arrays as numpy, and the compressed file held while it is served
-    "cost": (10.0, 10.0, 0.0),  # the Cost measurement at its longest length (issue 19: +391 MB at 16 × 512² in float64)
+    "cost": (4.3, 4.3, 0.0),  # the Cost measurement at its longest length; its weights: COST_WEIGHT_COPIES
 }
+# The Cost measurement's weights, per d_model² element (d_in = d_out = d_model): six copies in the run's dtype (the
+# module's four matrices, nn.MultiheadAttention's copy) and nine float32 ones (initialised in float32, then cast).
+# Measured with bench/memory_report.py's Cost rows: 1024 wide, +84 MB in float64 and +60 MB in float32 at T = 128.
+COST_WEIGHT_COPIES, COST_WEIGHT_FLOAT32 = 6, 9
 PAGE_NAMES = {
     "explorer": "The explorer",
     "step": "Step through",
@@ -152,13 +156,23 @@ def fit_notice(page: str, wanted, got) -> str:
     )
 
 
+def cost_bytes(batch_size: int, num_heads: int, head_dim: int, num_tokens: int, dtype: str) -> int:
+    """The Cost measurement's peak at its longest length: its (b, h, T, T) matrices and its weights."""
+    cells = batch_size * num_heads * num_tokens**2
+    d_model = num_heads * head_dim
+    weights = (COST_WEIGHT_COPIES * itemsize(dtype) + COST_WEIGHT_FLOAT32 * 4) * d_model**2
+    return int(FACTORS["cost"][0] * itemsize(dtype) * cells) + weights + FIXED_BYTES
+
+
 def cost_need_bytes(spec) -> int:
-    """The Cost measurement's peak at its longest length (a profiling.CostSpec)."""
-    cells = spec.batch_size * spec.num_heads * spec.max_tokens**2
-    return int(FACTORS["cost"][0] * itemsize(spec.dtype) * cells) + FIXED_BYTES
+    """``cost_bytes`` of a profiling.CostSpec."""
+    return cost_bytes(spec.batch_size, spec.num_heads, spec.head_dim, spec.max_tokens, spec.dtype)
 
 
 def cost_max_tokens(settings, wanted: int, steps) -> int:
     """The longest measured length ≤ wanted (of ``steps``) whose Cost estimate fits the budget."""
-    fitting = [t for t in steps if t <= wanted and fits("cost", replace(settings, num_tokens=t, context_length=t))]
+    s = settings
+    fitting = [
+        t for t in steps if t <= wanted and cost_bytes(s.batch_size, s.num_heads, s.head_dim, t, s.dtype) <= JOB_BYTES
+    ]
     return fitting[-1] if fitting else min(steps)

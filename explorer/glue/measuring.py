@@ -8,6 +8,23 @@ from mha_core import profiling
 
 from . import admission, budget
 
+TIME_BUDGET_S = 30.0  # one measurement, all lengths and variants together
+
+
+def cost_spec(settings, wanted_tokens: int, time_budget_s: float = TIME_BUDGET_S) -> profiling.CostSpec:
+    """What the Cost page measures for these sidebar settings: up to the longest length ≤ wanted that fits the
+    byte budget (``budget.cost_max_tokens``)."""
+    return profiling.CostSpec(
+        num_heads=settings.num_heads,
+        head_dim=settings.head_dim,
+        batch_size=settings.batch_size,
+        device=settings.device,
+        dtype=settings.dtype,
+        seed=settings.seed,
+        max_tokens=budget.cost_max_tokens(settings, wanted_tokens, profiling.TOKEN_STEPS),
+        time_budget_s=time_budget_s,
+    )
+
 
 def measure_cost(spec: profiling.CostSpec, show_progress: Callable[[float, str], object]) -> profiling.CostReport:
     """Measure under the gate; a closed tab raises SessionEndedError between measurements, a full gate TimeoutError."""

@@ -19,7 +19,7 @@ FORMULA_SERIES = "b·h·T²·bytes (one matrix)"
 SHORT_NAMES = {"explicit": "Listing 3.5", "traced": "traced", "sdpa": "SDPA", "torch_mha": "nn.MultiheadAttention"}
 DEFAULT_MAX_TOKENS = 512
 MAX_TOKENS = profiling.TOKEN_STEPS[-1]
-MIN_TOKENS = 64
+MIN_TOKENS = profiling.CostSpec.min_tokens  # the shortest length the Cost page measures
 
 
 def formula_markdown(batch_size: int, num_heads: int, dtype: str, tokens: list[int]) -> str:
