@@ -281,7 +281,23 @@ def page_table(progress, root: Path = ROOT) -> tuple[float, list[dict]]:
                     | dict(estimate=budget.need_bytes(name, fitted) / 2**20, added=seen.added_mb)
                     | dict(peak=seen.peak_mb, kept=seen.kept_mb)
                 )
+            progress(f"page Cost, {label}")
+            rows.append(cost_row(server, label, query | {"seed": "1100", "max_tokens": "1024"}))
     return warm, rows
+
+
+def cost_row(server, label: str, query: dict) -> dict:
+    """The Cost page measures on a click: the visit presses Measure."""
+    from explorer.glue import budget, measuring
+    from explorer.glue.settings import parse_query
+
+    seen = visit(server, "Cost", query, settle_s=2, press="cost_measure")
+    spec = measuring.cost_spec(parse_query(query)[0], int(query["max_tokens"]))
+    return (
+        dict(page=budget.PAGE_NAMES["cost"], dtype=label, tokens=spec.max_tokens, ok=seen.result.ok)
+        | dict(estimate=budget.cost_need_bytes(spec) / 2**20, added=seen.added_mb)
+        | dict(peak=seen.peak_mb, kept=seen.kept_mb)
+    )
 
 
 def page_markdown(warm: float, rows: list[dict]) -> str:
