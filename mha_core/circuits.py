@@ -159,3 +159,51 @@ def check_against_trace(module: MultiHeadAttention, trace: Trace) -> CircuitChec
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadReport:
+    """One head's circuits and one token's row of the sum over heads: what the circuits view draws."""
+
+    head: int
+    head_dim: int
+    rank: int  # of W_QK, ≤ head_dim
+    w_qk: torch.Tensor  # (e, e)
+    w_ov: torch.Tensor  # (o, e)
+    scores: torch.Tensor  # (b, i, j): x W_QK xᵀ of this head, before ÷ √head_dim
+    shares: torch.Tensor  # (h, o): each head's Aʰ X W_OVʰᵀ at (batch, token)
+    out_bias: torch.Tensor  # (o,)
+    output: torch.Tensor  # (o,): the traced output at (batch, token)
+    check: CircuitCheck  # every head, every position
+    biased: bool  # qkv_bias: the scores and shares include their bias terms, beside the two forms
+
+
+@torch.no_grad()
+def head_report(module: MultiHeadAttention, trace: Trace, *, head: int, batch: int, token: int) -> HeadReport:
+    """Head ``head``'s W_QK, W_OV and circuit scores, and every head's share of output[batch, token]."""
+    b, t = trace.output.shape[:2]
+    if not (0 <= batch < b and 0 <= token < t):
+        raise ValueError(f"batch must be in 0–{b - 1} and token in 0–{t - 1}, got batch {batch}, token {token}")
+    x, weights = trace.steps["x"], trace.steps["attn_weights_dropped"]  # (b, i, e), (b, h, i, j)
+    c = circuits(module, [head])
+    shares = torch.stack(
+        [
+            head_outputs(circuits(module, [k]), weights[batch : batch + 1, k : k + 1], x[batch : batch + 1])[
+                0, 0, token
+            ]
+            for k in range(module.num_heads)
+        ]
+    )  # (h, o)
+    return HeadReport(
+        head=head,
+        head_dim=c.head_dim,
+        rank=c.ranks[0],
+        w_qk=c.w_qk[0],
+        w_ov=c.w_ov[0],
+        scores=circuit_scores(c, x)[:, 0],  # (b, k=1, i, j) -> (b, i, j)
+        shares=shares,
+        out_bias=c.out_bias,
+        output=trace.output[batch, token],
+        check=check_against_trace(module, trace),
+        biased=module.W_query.bias is not None,
+    )
