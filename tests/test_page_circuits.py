@@ -65,3 +65,25 @@ def test_wider_heads_with_qkv_bias_and_a_bad_head_in_the_link():
     assert w_qk.shape == (6, 6) and np.linalg.matrix_rank(w_qk.astype(np.float64), tol=1e-5) == 4
     assert "bias terms" in texts(at)
     assert all(float(m.value) < 1e-5 for m in at.metric)
+
+
+def test_a_real_models_head_opened_by_its_link(monkeypatch):
+    """?model=own&layer=1&head=2 on the tiny GPT of tests/tiny_gpt.py: that block's own head."""
+    import streamlit as st
+
+    from mha_core import gpt
+
+    from .tiny_gpt import tiny_model
+
+    monkeypatch.setattr(gpt, "load_shipped_model", tiny_model, raising=False)
+    st.cache_resource.clear()
+    try:
+        at, drawn = circuits_page(model="own", layer=1, head=2, token=0, text="Your journey starts with one step.")
+    finally:
+        st.cache_resource.clear()
+    model = tiny_model()[0]
+    c = circuits.circuits(model.attention_module(1), [2])
+    (w_qk,) = head_matrices(drawn["circuit_w_qk"])
+    np.testing.assert_allclose(w_qk, c.w_qk[0].numpy(), rtol=1e-5, atol=1e-7)
+    assert w_qk.shape == (32, 32) and "rank 8 ≤ head_dim = 8" in texts(at)
+    assert all(float(m.value) < 1e-4 for m in at.metric)
