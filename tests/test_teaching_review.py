@@ -16,6 +16,7 @@ from explorer.views import (
     heads_and_references,
     knobs_that_teach,
     masks_and_cross_attention,
+    step_through,
     step_through_steps,
 )
 from mha_core import book, profiling, runs, teaching
@@ -35,6 +36,10 @@ def one_thread():
 
 def step(key: str) -> step_through_steps.Step:
     return next(s for s in step_through_steps.STEPS if s.key == key)
+
+
+def number(key: str) -> int:
+    return next(n for n, s in enumerate(step_through_steps.STEPS, start=1) if s.key == key)
 
 
 def explorer_run(settings: Settings | None = None) -> attention_explorer.ExplorerRun:
@@ -200,3 +205,95 @@ def test_imprecision_9_the_references_agree_on_this_input_to_float_rounding():
     assert 0 <= report.output_vs_sdpa <= heads_and_references.agreement_tolerance("float32")
     text = heads_and_references.FUSED_NO_WEIGHTS
     assert "prove" not in text and "on this input, to float rounding" in text
+
+
+# --- what must hold, items 3–6 ----------------------------------------------------------------------------------------
+
+
+def test_step_5_says_rank_at_most_head_dim_and_why_head_0_is_flat():
+    run = explorer_run()  # head_dim 1
+    scores = run.trace.steps["attn_scores"][0]  # (h, T, T)
+    assert [int(torch.linalg.matrix_rank(s.double(), rtol=1e-5)) for s in scores] == [1, 1]  # outer products
+    queries = run.trace.steps["queries_heads"][0, 0, :, 0]  # head 0, (T,)
+    assert (queries < 0).all()
+    weights = run.trace.steps["attn_weights"][0, 0, 1:]  # rows that see two keys or more
+    assert set(weights.argmax(-1).tolist()) == {1} and 0.52 < float(weights.max()) < 0.525  # journey; ≤ 0.52
+    view = step_through.build_step_view(
+        run.trace, run.labels, number("scores"), batch_index=0, presenter=False, dropout_active=False
+    )
+    text = " ".join(view.sentences)
+    assert "Rank ≤ head_dim" in text and "head 0: 1, head 1: 1" in text and "outer product" in text
+    assert "In head 0 every query is negative" in text and "'journey' in every row" in text
+    assert "no weight is above 0.52" in text and "In head 1 every query" not in text
+    wide = explorer_run(Settings(d_out=8, num_heads=2))  # head_dim 4
+    wide_text = " ".join(
+        step_through.build_step_view(
+            wide.trace, wide.labels, number("scores"), batch_index=0, presenter=False, dropout_active=False
+        ).sentences
+    )
+    assert "head_dim = 4 (here head 0: 3, head 1: 3)" in wide_text  # 3 tokens of d_in 3: rank ≤ min(T, d_in)
+    assert "outer product" not in wide_text
+
+
+def test_the_softmax_step_charts_why_sqrt_head_dim():
+    demo = teaching.scale_demo()
+    assert demo.head_dims == (1, 4, 16, 64)
+    for ratio, d in zip([s / demo.spread[0] for s in demo.spread], demo.head_dims, strict=True):
+        assert ratio == pytest.approx(d**0.5, rel=0.25)  # the raw spread grows like √head_dim
+    assert max(demo.spread_scaled) / min(demo.spread_scaled) < 1.2  # divided: about the same for every head_dim
+    assert demo.top_weight[-1] > 3 * demo.top_weight[0]  # towards one-hot without the division
+    assert max(demo.top_weight_scaled) - min(demo.top_weight_scaled) < 0.02
+    run = explorer_run()
+    view = step_through.build_step_view(
+        run.trace,
+        run.labels,
+        number("softmax"),
+        batch_index=0,
+        presenter=False,
+        dropout_active=False,
+        scale_demo=demo,
+    )
+    keys = [p.key for p in view.panels]
+    assert keys[-2:] == ["scale_spread", "scale_top_weight"] and view.main.key == "step_attn_weights"
+    drawn = view.panels[-1].figure.to_dict()["data"]
+    assert list(drawn[0]["y"]) == pytest.approx(list(demo.top_weight))
+
+
+def test_out_proj_maps_the_heads_back_to_the_embedding_width_and_d_out_is_per_head_in_the_wrapper():
+    from mha_core import book
+    from mha_core.gpt import GPTModel
+
+    cfg = {"vocab_size": 20, "context_length": 8, "emb_dim": 12, "n_heads": 3, "n_layers": 1}
+    model = GPTModel(cfg | {"drop_rate": 0.0, "qkv_bias": False}).eval()
+    att = model.attention_module(0)
+    assert att.d_in == att.d_out == 12 and att.out_proj.weight.shape == (12, 12)  # back to emb_dim: x + att(x)
+    torch.manual_seed(0)
+    wrapper = book.MultiHeadAttentionWrapper(3, 1, 6, 0.0, num_heads=2).eval()  # d_out 1 per head
+    x = book_tokens()[0][None]
+    out = wrapper(x)
+    assert out.shape == (1, 6, 2)  # num_heads · d_out
+    batched = book.from_wrapper(wrapper, 6).eval()
+    assert (batched.d_out, batched.num_heads) == (2, 2)
+    torch.testing.assert_close(batched(x), out)
+    text = " ".join(step("out_proj").sentences)
+    assert "added back to its input" in text and "Wrapper(d_out=1, num_heads=2) matches" in text
+
+
+def test_cost_tells_memory_from_work():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    b, h, d = 2, 4, 16
+    flops = []
+    for t in (64, 128):
+        module = MultiHeadAttention(h * d, h * d, t, 0.0, h).eval()
+        x = torch.rand(b, t, h * d)
+        with FlopCounterMode(display=False) as counter:
+            attention_explorer_free = runs.run_trace(module, x)
+        assert attention_explorer_free.output.shape == (b, t, h * d)
+        projections = 4 * 2 * b * t * (h * d) ** 2  # W_query, W_key, W_value, out_proj
+        flops.append(counter.get_total_flops() - projections)
+        assert flops[-1] == 2 * (2 * b * h * t * t * d)  # Q Kᵀ and weights @ V: 2 flops per multiply-add
+    assert flops[1] == 4 * flops[0]
+    text = cost.work_markdown(b, h, d, [64, 128])
+    assert "2 · b · h · T² · head_dim" in text and f"{2 * b * h * 128 * 128 * d:,}" in text
+    assert "not sub-quadratic" in text and "saves the memory" in text

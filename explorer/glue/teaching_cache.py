@@ -9,6 +9,7 @@ Modules come from ``caches.cached_module`` (shared read-only); anything that cha
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import streamlit as st
@@ -59,8 +60,15 @@ def _module_and_input(settings: Settings):
     return caches.module_and_input(settings)  # the module is shared: read only
 
 
+@functools.cache
+def _scale_demo() -> teaching.ScaleDemo:
+    """The √head_dim chart's numbers: four tiny traced passes, the same for every session and setting."""
+    return teaching.scale_demo()
+
+
 def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     run = caches.explorer_run(settings)
+    softmax = step_through.STEPS[number - 1].key == "softmax" if 1 <= number <= step_through.STEP_COUNT else False
     return step_through.build_step_view(
         run.trace,
         run.labels,
@@ -69,6 +77,7 @@ def _build_step_view(settings: Settings, number: int, batch_index: int, presente
         presenter=presenter,
         dropout_active=run.dropout_shown,
         train=settings.train,
+        scale_demo=_scale_demo() if softmax else None,
     )
 
 

@@ -128,3 +128,16 @@ def memory_method(device: str) -> str:
         "tenth of one attention matrix, against more than four for Listing 3.5; its fast path also needs an even "
         "num_heads). Inputs and weights are not counted."
     )
+
+
+def work_markdown(batch_size: int, num_heads: int, head_dim: int, tokens: list[int]) -> str:
+    """Memory and work told apart: a fused kernel saves the T² memory, not the T² multiply-adds."""
+    longest = tokens[-1]
+    work = 2 * batch_size * num_heads * longest**2 * head_dim
+    return (
+        "**Memory and work are two things.** A fused kernel (SDPA's flash kernel) never holds the (T, T) matrix, so "
+        "its memory grows like T; it still computes every score and every weighted value: **2 · b · h · T² · "
+        f"head_dim** multiply-adds (Q Kᵀ, then weights @ V) = 2 · {batch_size} · {num_heads} · {longest}² · "
+        f"{head_dim} = {work:,} at T = {longest}, ×4 per doubling of T. Flash attention saves the memory, not the "
+        "work: it is not sub-quadratic, and its time still grows like T² once T is long."
+    )

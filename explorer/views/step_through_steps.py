@@ -218,6 +218,12 @@ STEPS: tuple[Step, ...] = (
             "A last linear layer (d_out → d_out) lets every output feature combine all heads' results.",
             "The book notes it is not strictly necessary, but it is standard in LLM architectures. It is built in "
             "__init__ (line 14, also lit) with a bias, unlike W_query, W_key and W_value by default.",
+            "Why it exists: in a GPT, attention's output is added back to its input (x + attention(x), the residual "
+            "connection), so it must be as wide as the embedding; out_proj maps the h concatenated heads back to that "
+            "width (in the GPT, d_in = d_out = emb_dim).",
+            "What d_out means: here it is the total width, cut into heads (head_dim = d_out // num_heads). In the "
+            "book's MultiHeadAttentionWrapper d_out is each head's width and the output is num_heads · d_out wide: "
+            "Wrapper(d_out=1, num_heads=2) matches MultiHeadAttention(d_out=2, num_heads=2).",
         ),
         extra_fragments=("return context_vec", "self.out_proj = nn.Linear("),
     ),
