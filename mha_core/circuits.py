@@ -136,21 +136,26 @@ def circuit_output(c: Circuits, weights: torch.Tensor, x: torch.Tensor) -> torch
 class CircuitCheck:
     """The circuits against one traced forward pass: both differences are float rounding, not zero."""
 
-    scores_diff: float  # max |x W_QK xᵀ − traced attn_scores|
+    scores_diff: float  # max |x W_QK xᵀ − traced attn_scores|, over the heads checked
     output_diff: float  # max |Σ_h Aʰ X W_OVʰᵀ + b − traced output|
 
 
 @torch.no_grad()
-def check_against_trace(module: MultiHeadAttention, trace: Trace) -> CircuitCheck:
-    """Rebuild the traced scores and output from the circuits, one head at a time (a wide model's W_QK and W_OV
-    are never all held at once), with the trace's own weights, dropout included."""
+def check_against_trace(
+    module: MultiHeadAttention, trace: Trace, score_heads: Sequence[int] | None = None
+) -> CircuitCheck:
+    """Rebuild the traced output from every head's W_OV, and the traced scores of ``score_heads`` (default: all)
+    from their W_QK, one head at a time (a wide model's matrices are never all held at once), with the trace's own
+    weights, dropout included."""
     x = trace.steps["x"]  # (b, i, e)
     weights = trace.steps["attn_weights_dropped"]  # (b, h, i, j)
+    scored = set(_chosen(module, score_heads))
     scores_diff, total = 0.0, None
     for k in range(module.num_heads):
         c = circuits(module, [k])
-        scores = circuit_scores(c, x)[:, 0]  # (b, i, j)
-        scores_diff = max(scores_diff, _max_diff(scores, trace.steps["attn_scores"][:, k]))
+        if k in scored:
+            scores = circuit_scores(c, x)[:, 0]  # (b, i, j)
+            scores_diff = max(scores_diff, _max_diff(scores, trace.steps["attn_scores"][:, k]))
         written = head_outputs(c, weights[:, k : k + 1], x)[:, 0]  # (b, i, o)
         total = written if total is None else total + written
     output = total + module.out_proj.bias if module.out_proj.bias is not None else total
@@ -185,14 +190,10 @@ def head_report(module: MultiHeadAttention, trace: Trace, *, head: int, batch: i
     if not (0 <= batch < b and 0 <= token < t):
         raise ValueError(f"batch must be in 0–{b - 1} and token in 0–{t - 1}, got batch {batch}, token {token}")
     x, weights = trace.steps["x"], trace.steps["attn_weights_dropped"]  # (b, i, e), (b, h, i, j)
-    c = circuits(module, [head])
+    h, c = module.num_heads, circuits(module, [head])
+    row = weights[batch : batch + 1, :, token : token + 1]  # (1, h, 1, j): this token's weights in every head
     shares = torch.stack(
-        [
-            head_outputs(circuits(module, [k]), weights[batch : batch + 1, k : k + 1], x[batch : batch + 1])[
-                0, 0, token
-            ]
-            for k in range(module.num_heads)
-        ]
+        [head_outputs(circuits(module, [k]), row[:, k : k + 1], x[batch : batch + 1])[0, 0, 0] for k in range(h)]
     )  # (h, o)
     return HeadReport(
         head=head,
@@ -204,6 +205,6 @@ def head_report(module: MultiHeadAttention, trace: Trace, *, head: int, batch: i
         shares=shares,
         out_bias=c.out_bias,
         output=trace.output[batch, token],
-        check=check_against_trace(module, trace),
+        check=check_against_trace(module, trace, score_heads=[head]),
         biased=module.W_query.bias is not None,
     )

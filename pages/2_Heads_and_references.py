@@ -62,7 +62,7 @@ def circuits_part(settings, batch_index: int, presenter: bool) -> dict[str, int]
         st.markdown(circuits.INTRO)
         st.caption(circuits.SCALE_NOTE + " " + circuits.RANK_NOTE)
     m1, m2 = st.columns(2)
-    m1.metric("max |x W_QK xᵀ − attn_scores|, every head", f"{view.scores_diff:.1e}")
+    m1.metric(f"max |x W_QK xᵀ − attn_scores|, head {head}", f"{view.scores_diff:.1e}")
     m2.metric("max |Σ_h Aʰ X W_OVʰᵀ + b − output|", f"{view.output_diff:.1e}")
     left, right = st.columns(2)
     with left:

@@ -46,7 +46,7 @@ class CircuitsView:
     token: int
     rank: int
     head_dim: int
-    scores_diff: float  # max |x W_QK xᵀ − attn_scores|, every head and position
+    scores_diff: float  # max |x W_QK xᵀ − attn_scores|, this head, every position
     output_diff: float  # max |Σ_h Aʰ X W_OVʰᵀ + b − output|, every position
     sum_error: float  # the same, at the drawn token only
     panels: tuple[Panel, ...]  # W_QK, W_OV, the scores both ways, the sum at one token
