@@ -87,3 +87,25 @@ def test_a_real_models_head_opened_by_its_link(monkeypatch):
     np.testing.assert_allclose(w_qk, c.w_qk[0].numpy(), rtol=1e-5, atol=1e-7)
     assert w_qk.shape == (32, 32) and "rank 8 ≤ head_dim = 8" in texts(at)
     assert all(float(m.value) < 1e-4 for m in at.metric)
+
+
+def test_a_trained_layers_head_opened_by_its_link():
+    """?trained=<previous-token spec>: the trained module's own head (trains the first time, about 12 s)."""
+    from explorer.glue import trained_link
+    from mha_core import training
+
+    spec = trained_link.previous_token_spec()
+    at, drawn = circuits_page(trained=spec, head=1, token=3)
+    config, layer = trained_link.parse_trained_spec(spec)
+    module = training.explorer_module(training.train(config.task, **_keywords(config)), layer)[0]
+    c = circuits.circuits(module, [1])
+    (w_qk,) = head_matrices(drawn["circuit_w_qk"])
+    np.testing.assert_allclose(w_qk, c.w_qk[0].numpy(), rtol=1e-5, atol=1e-6)
+    assert w_qk.shape == (32, 32) and all(float(m.value) < 1e-4 for m in at.metric)
+
+
+def _keywords(config) -> dict:
+    """make_config's keywords of a TrainConfig (its task aside)."""
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(config).items() if k != "task"}
