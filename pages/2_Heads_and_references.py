@@ -48,10 +48,10 @@ PARTS = {
 
 def circuits_part(settings, batch_index: int, presenter: bool) -> dict[str, int]:
     """One head as W_QK and W_OV, and one token's output row as the sum over heads; returns its URL parameters."""
-    teaching_cache.seed_int("circuits_head", "head", 0, 0, settings.num_heads - 1)
-    teaching_cache.seed_int("circuits_token", "token", min(1, settings.num_tokens - 1), 0, settings.num_tokens - 1)
-    url.show_notices()  # a head or token out of range in the link, corrected just now
     labels = caches.module_and_input(settings)[2]
+    teaching_cache.seed_int("circuits_head", "head", 0, 0, settings.num_heads - 1)
+    teaching_cache.seed_int("circuits_token", "token", min(1, len(labels) - 1), 0, len(labels) - 1)
+    url.show_notices()  # a head or token out of range in the link, corrected just now
     st.sidebar.number_input("head", 0, settings.num_heads - 1, key="circuits_head")
     st.sidebar.selectbox(
         "token (for the sum)", list(range(len(labels))), key="circuits_token", format_func=lambda i: f"{i}: {labels[i]}"
