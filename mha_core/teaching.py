@@ -321,3 +321,43 @@ def compare_on_device(spec: ModuleSpec, x: torch.Tensor, *, cpu_baseline: bool |
     weight = module.W_query.weight
     x = x.to(device=weight.device, dtype=weight.dtype)
     return compare_with_torch(module, x, baseline_device="cpu" if cpu_baseline else None)
+
+
+# --- why √head_dim: the scores' spread and the softmax's peak at initialisation ---------------------------------------
+
+SCALE_HEAD_DIMS = (1, 4, 16, 64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleDemo:
+    """Per head_dim: a fresh one-head module's raw score spread and each row's largest weight, ÷ √head_dim or not."""
+
+    head_dims: tuple[int, ...]
+    spread: tuple[float, ...]  # std of the raw scores q · k over visible (i, j)
+    spread_scaled: tuple[float, ...]  # the same ÷ √head_dim
+    top_weight: tuple[float, ...]  # mean over rows (two or more visible keys) of the largest weight, no division
+    top_weight_scaled: tuple[float, ...]  # the same with the module's own ÷ √head_dim
+
+
+@torch.no_grad()
+def scale_demo(
+    head_dims: Sequence[int] = SCALE_HEAD_DIMS, *, d_in: int = 64, num_tokens: int = 32, seed: int = 0
+) -> ScaleDemo:
+    """One traced forward pass per head_dim at initialisation (nn.Linear's default init, x ~ N(0, 1)): the raw scores
+    spread like √head_dim, and without the division the softmax turns towards one-hot as head_dim grows."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, num_tokens, d_in, generator=gen)  # (b, T, d_in)
+    rows = slice(1, None)  # row 0 sees one key: its weight is 1 either way
+    columns = {name: [] for name in ("spread", "spread_scaled", "top_weight", "top_weight_scaled")}
+    for d in head_dims:
+        with seeded(seed):
+            module = MultiHeadAttention(d_in, d, num_tokens, 0.0, 1).eval()
+        trace = runs.run_trace(module, x)
+        allowed = trace.steps["mask"]  # (T, T)
+        scores = trace.steps["attn_scores"][..., allowed]  # (b, h, visible cells)
+        columns["spread"].append(scores.std().item())
+        columns["spread_scaled"].append((scores / d**0.5).std().item())
+        unscaled = torch.softmax(trace.steps["masked_scores"], dim=-1)  # (b, h, T, T): no ÷ √head_dim
+        columns["top_weight"].append(unscaled[..., rows, :].amax(-1).mean().item())
+        columns["top_weight_scaled"].append(trace.steps["attn_weights"][..., rows, :].amax(-1).mean().item())
+    return ScaleDemo(head_dims=tuple(head_dims), **{k: tuple(v) for k, v in columns.items()})

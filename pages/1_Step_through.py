@@ -4,10 +4,14 @@ The step is in the URL (?step=5), so a teacher's link opens on the step being di
 code and sentences sit beside its main figure, so the figure is on the first screen of a 1280 × 720 projector.
 """
 
-import streamlit as st
+from urllib.parse import urlencode
 
-from explorer.glue import boundary, sidebar, teaching_cache, url
-from explorer.views.step_through_steps import STEP_COUNT, line_ranges
+import streamlit as st
+from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
+
+from explorer.glue import boundary, sidebar, teaching_cache, trained_link, url
+from explorer.views.step_notes import PREVIOUS_TOKEN_LINK
+from explorer.views.step_through_steps import STEP_COUNT, STEPS, line_ranges
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
@@ -71,7 +75,7 @@ def presenter_step(view) -> None:
         boundary.show_figure(view.main, bare=True, stage=True)
 
 
-def classroom_step(view) -> None:
+def classroom_step(view, trained: bool = False) -> None:
     """The whole listing (this step in colour) beside the step: its shape, its lines, its figures."""
     lines = line_ranges(view.lines)
     listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
@@ -89,8 +93,21 @@ def classroom_step(view) -> None:
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
+        if STEPS[view.number - 1].key == "scores" and not trained:
+            previous_token_link(view.number)
         for panel in view.panels:
             boundary.show_figure(panel)
+
+
+def previous_token_link(number: int) -> None:
+    """One click from seeded random weights to a trained previous-token layer, at this same step."""
+    query = {"trained": trained_link.previous_token_spec(), "step": str(number)}
+    label = "Open a trained previous-token head at this step"
+    st.caption(PREVIOUS_TOKEN_LINK)
+    try:
+        st.page_link("pages/1_Step_through.py", label=label, icon=":material/open_in_new:", query_params=query)
+    except (StreamlitPageNotFoundError, StreamlitAPIException, KeyError):  # the page run on its own (AppTest)
+        st.link_button(label, f"./Step_through?{urlencode(query)}", icon=":material/open_in_new:")
 
 
 def main() -> None:
@@ -117,7 +134,7 @@ def main() -> None:
     if presenter:
         presenter_step(view)
     else:
-        classroom_step(view)
+        classroom_step(view, trained=bool(settings.trained or settings.model))
     url.sync_url(settings, step=int(state.step_number), batch=int(state.step_batch))
 
 

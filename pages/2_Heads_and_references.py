@@ -8,7 +8,7 @@
 import streamlit as st
 
 from explorer.glue import boundary, caches, sidebar, teaching_cache, url
-from explorer.views import heads_and_references
+from explorer.views import circuits, heads_and_references
 
 st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")
 
@@ -28,18 +28,50 @@ def main() -> None:
     part = sidebar.section_choice("part", PARTS, default="heads")
     url.show_notices()
     tabs = dict(zip(PARTS, sidebar.section_tabs("part", PARTS, part), strict=True))
+    shown: dict[str, int] = {}  # the open part's own URL parameters
     with tabs[part]:  # only the open part runs and is sent
         if part == "heads":
             heads_part(settings, batch_index, presenter)
+        elif part == "circuits":
+            shown = circuits_part(settings, batch_index, presenter)
         else:
             references_part(settings, presenter)
-    url.sync_url(sidebar_settings, batch=batch_index, part=part)
+    url.sync_url(sidebar_settings, batch=batch_index, part=part, **shown)
 
 
 PARTS = {
     "heads": "h separate heads = one batched module, up to the concatenation",
+    "circuits": "W_QK and W_OV: heads are independent, and they add",
     "references": "Against torch's own attention",
 }
+
+
+def circuits_part(settings, batch_index: int, presenter: bool) -> dict[str, int]:
+    """One head as W_QK and W_OV, and one token's output row as the sum over heads; returns its URL parameters."""
+    labels = caches.module_and_input(settings)[2]
+    teaching_cache.seed_int("circuits_head", "head", 0, 0, settings.num_heads - 1)
+    teaching_cache.seed_int("circuits_token", "token", min(1, len(labels) - 1), 0, len(labels) - 1)
+    url.show_notices()  # a head or token out of range in the link, corrected just now
+    st.sidebar.number_input("head", 0, settings.num_heads - 1, key="circuits_head")
+    st.sidebar.selectbox(
+        "token (for the sum)", list(range(len(labels))), key="circuits_token", format_func=lambda i: f"{i}: {labels[i]}"
+    )
+    head, token = int(st.session_state.circuits_head), int(st.session_state.circuits_token)
+    view = teaching_cache.circuits_view(settings, head, batch_index, token, presenter)
+    if not presenter:
+        st.markdown(circuits.INTRO)
+        st.caption(circuits.SCALE_NOTE + " " + circuits.RANK_NOTE)
+    m1, m2 = st.columns(2)
+    m1.metric(f"max |x W_QK xᵀ − attn_scores|, head {head}", f"{view.scores_diff:.1e}")
+    m2.metric("max |Σ_h Aʰ X W_OVʰᵀ + b − output|", f"{view.output_diff:.1e}")
+    left, right = st.columns(2)
+    with left:
+        boundary.show_figure(view.panels[0], bare=presenter)
+    with right:
+        boundary.show_figure(view.panels[1], bare=presenter)
+    for panel in view.panels[2:]:
+        boundary.show_figure(panel, bare=presenter)
+    return {"head": head, "token": token}
 
 
 def heads_part(settings, batch_index: int, presenter: bool) -> None:

@@ -106,15 +106,7 @@ def show_fully_masked(view, settings) -> None:
         f"batch element {n}: " + ", ".join(view.query_labels[i] for i in rows) for n, rows in view.fully_masked
     )
     st.warning(f"Fully masked rows (every key blocked) · {where}", icon=":material/warning:")
-    zero = "are exactly 0" if view.context_zero_on_masked_rows else "are NOT 0"
-    st.markdown(
-        f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as "
-        f"F.scaled_dot_product_attention gives in this torch ({views.TORCH_VERSION}; some older versions gave "
-        "NaN), so their output is just `out_project`'s bias"
-        f"{' (zero here: qkv_bias is off)' if not settings.qkv_bias else ''}. A hand-written softmax would divide "
-        f"0 by 0 instead: on these very scores it gives NaN in {view.handwritten_nan_rows} "
-        "(batch, head, query) rows."
-    )
+    st.markdown(views.fully_masked_text(view, settings.qkv_bias))
 
 
 def show_agreement(view, settings, presenter: bool) -> None:
@@ -184,7 +176,7 @@ def main() -> None:
     st.title("Masks and cross-attention")
     tgt_len = seed_int("masks_tgt", "tgt_len", 4, 1, MAX_CROSS_TOKENS)
     src_len = seed_int("masks_src", "src_len", 6, 1, MAX_CROSS_TOKENS)
-    seed_choice("masks_kind", "mask", "causal", MASK_KINDS)
+    seed_choice("masks_kind", "mask", views.DEFAULT_MASK, MASK_KINDS)
     seed_choice("masks_impl", "impl", "explicit", views.IMPLEMENTATIONS)
     seed_int("masks_batch", "batch", 0, 0, batch_size - 1)
 
@@ -206,6 +198,7 @@ def main() -> None:
             f"(q0…) attend to {src_len} keys and values (k0…) from another sequence, batch {batch_size}. Seeded random "
             "embeddings; the heads and widths come from the sidebar."
         )
+        st.caption(views.mask_note(kind, tgt_len, src_len))
     if presenter:
         presenter_panels(view, settings)
     else:

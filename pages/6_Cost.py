@@ -78,6 +78,7 @@ def formula_and_measure(spec: cost.CostSpec, settings, tokens: list[int], presen
     formula = cost.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens)
     if not presenter:
         st.markdown(formula)
+        st.markdown(cost.work_markdown(settings.batch_size, settings.num_heads, settings.head_dim, tokens))
     measure = st.button("Measure", type="primary", key="cost_measure")
     if presenter:
         with st.expander("The formula: b·h·T²·bytes"):

@@ -7,6 +7,7 @@ The token and batch element are in the URL (?token=1&batch=0). Every number come
 import streamlit as st
 
 from explorer.glue import boundary, caches, sidebar, teaching_cache, url
+from explorer.views import follow_a_token
 
 st.set_page_config(page_title="Follow a token · Multi-Head Attention Explorer", page_icon="🔎", layout="wide")
 
@@ -57,16 +58,7 @@ def show_heads(view, token: int, presenter: bool, followed: int | None = None) -
     the Real heads page's links) first and open."""
     st.header(f"Query {token}: “{view.label}”, head by head")
     if not presenter:
-        scale = (
-            f"÷ √head_dim = ÷ {view.sqrt_head_dim:.4g}"
-            if view.head_dim > 1
-            else "÷ √head_dim = ÷ 1: at head_dim = 1 the scaling changes nothing"
-        )
-        st.markdown(
-            f"In each head: the query q (its row of `queries`), every key k_j it may see (the causal mask hides "
-            f"later ones), the dot product q · k_j, {scale}, the softmax over the visible keys, and the weighted "
-            "sum of the value rows v_j, which is the head's context for this token."
-        )
+        st.markdown(follow_a_token.heads_intro(view))
     opened = {followed} if followed is not None else {0, 1}
     for head in sorted(view.heads, key=lambda h: h.head != followed):
         with st.expander(
@@ -112,11 +104,10 @@ def show_output(view, token: int, batch_index: int, presenter: bool) -> None:
     boundary.show_figure(view.panels[1], bare=presenter)
     st.markdown(f"**Output row {token}** (`output[{batch_index}, {token}]`): `{view.output_text}`")
     if view.book_row is not None:
-        book = f"[{view.book_row[0]:.4f}, {view.book_row[1]:.4f}]"
         if view.matches_book:
-            st.success(f"It prints as the book's output row {token}, {book}.", icon=":material/check:")
+            st.success(follow_a_token.book_row_text(view), icon=":material/check:")
         else:
-            st.warning(f"The book prints row {token} as {book}.", icon=":material/warning:")
+            st.warning(follow_a_token.book_row_text(view), icon=":material/warning:")
 
 
 boundary.run_page(main)

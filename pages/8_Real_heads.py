@@ -24,7 +24,9 @@ MODEL_LABELS = {"own": "Our model, trained on Python's docs", "gpt2": "GPT-2 (12
 TARGETS = {  # (script, the path a plain link opens, label)
     "explorer": ("app.py", "./", "Explorer"),
     "follow": ("pages/7_Follow_a_token.py", "./Follow_a_token", "Follow a token"),
+    "circuits": ("pages/2_Heads_and_references.py", "./Heads_and_references", "W_QK and W_OV (circuits)"),
 }
+TARGET_QUERY = {"circuits": {"part": "circuits"}}  # a target's own parameters, beside the head's
 
 
 def main() -> None:
@@ -168,7 +170,7 @@ def show_prediction(view, presenter: bool) -> None:
 def head_link(target: str, name: str, text: str, layer: int, head: int, label: str) -> None:
     """A link that opens one head of one layer on this sentence, in the Explorer or on Follow a token."""
     script, path, _ = TARGETS[target]
-    query = {"model": name, "layer": str(layer), "head": str(head), "text": text}
+    query = {"model": name, "layer": str(layer), "head": str(head), "text": text} | TARGET_QUERY.get(target, {})
     try:
         st.page_link(script, label=label, icon=":material/open_in_new:", query_params=query)
     except (StreamlitPageNotFoundError, StreamlitAPIException, KeyError):  # a page run on its own (AppTest)
@@ -194,13 +196,13 @@ def show_open_any(view, name: str, text: str) -> None:
     layer, head, _ = view.strongest["induction"]
     chosen = st.selectbox("open head (layer.head)", choices, key="w_rh_head", index=choices.index(f"{layer}.{head}"))
     layer, head = (int(part) for part in chosen.split("."))
-    left, right = st.columns(2)
-    for column, target in zip((left, right), ("explorer", "follow"), strict=True):
+    for column, target in zip(st.columns(3), ("explorer", "follow", "circuits"), strict=True):
         with column:
             head_link(target, name, text, layer, head, f"Open head {chosen} in {TARGETS[target][2]}")
     st.caption(
         "The Explorer shows this layer's Q, K, V, scores, mask, weights, context and out_proj, traced by the same "
-        "module on the layer's real input x, shape (1, T, emb); its sidebar follows the model."
+        "module on the layer's real input x, shape (1, T, emb); its sidebar follows the model. The circuits view "
+        "shows the head as W_QK (emb × emb) and W_OV, and the layer's output as the sum over its heads."
     )
 
 

@@ -70,7 +70,7 @@ def test_the_page_draws_every_chart_at_its_defaults(tiny):
     for kind in ("previous token", "first token", "induction"):
         assert f"Strongest {kind} head" in written
     assert "Mean loss" in written and "second copy" in written
-    assert len(links(at)) == 2 * 3 + 2  # Explorer and Follow a token for each strongest head and the chosen one
+    assert len(links(at)) == 2 * 3 + 3  # Explorer and Follow a token for each strongest head; and circuits, chosen
 
 
 def test_the_top_5_is_the_models_prediction(tiny):
@@ -232,3 +232,18 @@ def test_gpt2_once_here_serves_the_page_and_its_links_in_float32_from_bfloat16(g
     np.testing.assert_array_equal(weights, trace.steps["attn_weights"][0].numpy())
     assert stored.trf_blocks[0].att.W_query.weight.dtype == torch.bfloat16  # the shared model was not touched
     assert loads == [1], "loaded once for every page and session"
+
+
+def test_the_chosen_heads_circuits_link_opens_its_w_qk(tiny):
+    from mha_core import circuits
+
+    model, _ = tiny
+    at = open_page(PAGE, {"text": TEXT})
+    url = next(u for u in links(at) if u.startswith("./Heads_and_references?"))
+    query = dict(parse_qsl(urlsplit(url).query))
+    assert query["part"] == "circuits" and query["model"] == "own"
+    page = open_page("pages/2_Heads_and_references.py", query)
+    check_page(page, [TEXT], f"circuits?{query}")
+    layer, head = int(query["layer"]), int(query["head"])
+    expected = circuits.circuits(model.attention_module(layer), [head]).w_qk[0].numpy()
+    np.testing.assert_allclose(head_matrices(charts(page)["circuit_w_qk"])[0], expected, rtol=1e-5, atol=1e-7)

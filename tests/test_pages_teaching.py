@@ -274,7 +274,17 @@ def test_no_mask_and_bad_mask_params():
     assert any("mask=`<b>x</b>` is not one of" in n for n in notes)
     assert any("tgt_len=`99` is outside 1–32" in n for n in notes)
     assert any("src_len=`zz` is not a whole number" in n for n in notes)
-    assert at.slider(key="masks_tgt").value == 32 and at.selectbox(key="masks_kind").value == "causal"
+    assert at.slider(key="masks_tgt").value == 32 and at.selectbox(key="masks_kind").value == "padding"
+
+
+def test_cross_attention_opens_on_padding_and_a_causal_mask_says_how_it_is_aligned():
+    at = open_page("masks")
+    assert not at.error and at.selectbox(key="masks_kind").value == "padding" and url(at, "mask") == "padding"
+    assert "weights" in charts(at) and "padding mask only" in " ".join(c.value for c in at.caption)
+    at = open_page("masks", mask="causal", tgt_len=4, src_len=6)
+    weights = head_values(chart(at, "weights"), 0)  # (i, j)
+    assert np.all(weights[:, 4:] == 0)  # top-left: k4 and k5 are never attended
+    assert "k4, k5 are never attended" in " ".join(c.value for c in at.caption)
 
 
 # --- 4. Knobs that teach -------------------------------------------------------------------------------------------

@@ -9,13 +9,15 @@ Modules come from ``caches.cached_module`` (shared read-only); anything that cha
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import streamlit as st
 
-from mha_core import devices, runs, teaching
+from mha_core import circuits, devices, runs, teaching
 from mha_core.reference import ReferenceReport
 
+from ..views import circuits as circuits_views
 from ..views import heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
 from . import caches, url
 from .byte_cache import MB, byte_cached
@@ -58,8 +60,15 @@ def _module_and_input(settings: Settings):
     return caches.module_and_input(settings)  # the module is shared: read only
 
 
+@functools.cache
+def _scale_demo() -> teaching.ScaleDemo:
+    """The √head_dim chart's numbers: four tiny traced passes, the same for every session and setting."""
+    return teaching.scale_demo()
+
+
 def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     run = caches.explorer_run(settings)
+    softmax = step_through.STEPS[number - 1].key == "softmax" if 1 <= number <= step_through.STEP_COUNT else False
     return step_through.build_step_view(
         run.trace,
         run.labels,
@@ -68,6 +77,7 @@ def _build_step_view(settings: Settings, number: int, batch_index: int, presente
         presenter=presenter,
         dropout_active=run.dropout_shown,
         train=settings.train,
+        scale_demo=_scale_demo() if softmax else None,
     )
 
 
@@ -95,6 +105,21 @@ def _heads_run(settings: Settings) -> tuple[heads_and_references.HeadsRun, list[
 def heads_view(settings: Settings, batch_index: int, presenter: bool) -> heads_and_references.HeadsView:
     run, labels = _heads_run(settings)
     return heads_and_references.build_heads_view(run, labels, batch_index=batch_index, presenter=presenter)
+
+
+@caches.gated("heads")
+@byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
+def circuits_view(
+    settings: Settings, head: int, batch_index: int, token: int, presenter: bool
+) -> circuits_views.CircuitsView:
+    """One head's W_QK and W_OV and one token's sum over heads, from the module's weights and an eval-mode trace."""
+    module, x, labels = _module_and_input(settings)
+    trace = runs.run_trace(module, x)
+    report = circuits.head_report(module, trace, head=head, batch=batch_index, token=token)
+    traced = trace.numpy("attn_scores")[batch_index, head]  # (i, j)
+    return circuits_views.build_circuits_view(
+        report, traced, labels, batch_index=batch_index, token=token, presenter=presenter
+    )
 
 
 def reference_dtypes(settings: Settings) -> list[tuple[str, str, str]]:

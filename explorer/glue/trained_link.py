@@ -122,3 +122,11 @@ def _spec_int(part: str, prefix: str, name: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ValueError(f"{name}={value} in trained spec is outside {low}–{high}")
     return value
+
+
+def previous_token_spec() -> str:
+    """The previous-token task at its defaults (both heads learn to look one token back, about 12 s on one core):
+    Step through's one click from the book's flat scores to a head with a visible pattern."""
+    from mha_core.training import make_config
+
+    return format_trained_spec(make_config("previous_token"), 0)

@@ -107,7 +107,7 @@ def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) 
                 "y": list(by_key.values()),
                 "marker": {"color": color},
                 "customdata": [figures._escape(names[p]) for p in by_key],
-                "hovertemplate": f"head {head.head} · key %{{customdata}}<br>weight = %{{y:.4f}}<extra></extra>",
+                "hovertemplate": f"head {head.head} · key %{{customdata}}<br>weight used = %{{y:.4f}}<extra></extra>",
             }
         )
     layout = {
@@ -245,8 +245,9 @@ def build_token_view(
         Panel(
             "token_weights",
             f"Query {label!r}: its weight on each visible key, per head",
-            f"`attn_weights[{batch_index}, :, {token}, :]` (after dropout when it is on) · the {SHOW_KEYS} "
-            "heaviest visible keys per head at most",
+            f"`attn_weights_dropped[{batch_index}, :, {token}, :]`, the weights the context used (equal to "
+            f"`attn_weights` unless dropout is on in train mode) · the {SHOW_KEYS} heaviest visible keys per head at "
+            "most",
             _weights_figure(heads, label, presenter),
         ),
         Panel(
@@ -273,3 +274,35 @@ def build_token_view(
         matches,
         panels,
     )
+
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")  # the book's six rows
+SUPERSCRIPTS = "¹²³⁴⁵⁶"  # the book numbers its tokens x⁽¹⁾ … x⁽⁶⁾
+
+
+def heads_intro(view: TokenView) -> str:
+    """What each head's table holds, in reading order: the query is this head's head_dim slice, not the whole row."""
+    scale = (
+        f"÷ √head_dim = ÷ {view.sqrt_head_dim:.4g}"
+        if view.head_dim > 1
+        else "÷ √head_dim = ÷ 1: at head_dim = 1 the scaling changes nothing"
+    )
+    return (
+        f"In each head k: this head's query q (its head_dim = {view.head_dim} numbers of the token's row of `queries`, "
+        "columns k·head_dim onwards: `queries_heads[b, k, i]`), every key k_j it may see (the causal mask hides "
+        f"later ones), the dot product q · k_j, {scale}, the softmax over the visible keys, and the weighted sum of "
+        "the value rows v_j, which is the head's context for this token."
+    )
+
+
+def book_row_text(view: TokenView) -> str:
+    """The book's printed row beside this one: rows count from 0 here, and the book's batch is two copies."""
+    if view.book_row is None:
+        return ""
+    i = view.index
+    printed = f"[{view.book_row[0]:.4f}, {view.book_row[1]:.4f}]"
+    row = f"row {i} (the {ORDINALS[i]} row, {view.label}, the book's x⁽{SUPERSCRIPTS[i]}⁾)"
+    both = "in either batch element: the book's batch is two copies of the same six tokens"
+    if view.matches_book:
+        return f"It prints as the book's output {row}, {printed}, {both}."
+    return f"The book prints output {row} as {printed}, {both}."

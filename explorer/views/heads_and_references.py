@@ -23,7 +23,7 @@ FUSED_NO_WEIGHTS = (
     "cuDNN) never build the T × T matrix: they stream keys in tiles and keep a running maximum and sum per query "
     "(an online softmax). Its math fallback, which runs where no fused kernel fits (float64 on CUDA, for "
     "example), does build it. This app shows the weights from the explicit path, which computes the same output "
-    "step by step; the differences below prove the two agree."
+    "step by step; the differences below show that the two agree on this input, to float rounding."
 )
 
 

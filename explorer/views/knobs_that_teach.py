@@ -110,6 +110,16 @@ def _sweep_panel(run: TemperatureRun, presenter: bool) -> Panel:
     )
 
 
+def scale_note(multiplier: float, scale: float) -> str:
+    """The caption's note: the listing's line divides by √head_dim; at another multiplier the scale shown differs."""
+    if multiplier == 1:
+        return "batch element 0"
+    return (
+        f"batch element 0 · here the scores are multiplied by {multiplier:g}/√head_dim = {scale:.3g}, not the "
+        "listing's 1/√head_dim"
+    )
+
+
 def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter: bool) -> TemperatureView:
     """The weights at softmax scale multiplier/√head_dim, the entropy of each row and its sweep over scales."""
     multiplier, scale, trace = run.multiplier, run.scale, run.trace
@@ -118,7 +128,7 @@ def build_temperature_view(run: TemperatureRun, labels: list[str], *, presenter:
         token_heads_panel(
             "temperature_weights",
             f"Attention weights at scale {scale:.3g} (× {multiplier:g} of 1/√head_dim)",
-            caption(trace, "attn_weights", "(b, h, T, T)", "batch element 0"),
+            caption(trace, "attn_weights", "(b, h, T, T)", scale_note(multiplier, scale)),
             to_numpy(weights[0]),
             labels,
             figure_title=f"attn_weights at scale {scale:.3g}",
@@ -240,10 +250,14 @@ def keep_mask_figure(keep: np.ndarray, labels: list[str], presenter: bool, width
 
 PRESET_TEXT = {
     "none": "The module's own seeded random weights, for comparison.",
-    "identity": "W_query = W_key = I: each score is the raw dot product of two slices of input embeddings (head k "
-    "uses input features k·head_dim onwards). A dot product grows with the vectors' lengths as well as "
-    "with their alignment, so a long key can outscore a similar one: on the book's six tokens, head 1 "
-    'attends most to "journey" from "starts", "with", "one" and "step".',
+    "identity": "W_query = W_key = I (`torch.eye(d_out, d_in)`): each score is the raw dot product of two slices of "
+    "input embeddings. Head k uses only input features k·head_dim … (k+1)·head_dim − 1; features from d_out on are "
+    "used by no head. At the book's defaults (head_dim = 1) head 0 compares tokens on feature 0 alone, head 1 on "
+    "feature 1 alone, and no head uses feature 2. A dot product grows with the vectors' lengths as well as with "
+    "their alignment, so a long key can outscore a similar one, but in one dimension every positive key points the "
+    "same way: length and alignment cannot be told apart, and the weights come out nearly uniform (from "
+    '"starts", head 1 weighs "journey" 0.396 against "starts" itself 0.389). The lesson needs head_dim ≥ 2: raise '
+    "d_out in the sidebar.",
     "self": "One-hot position inputs; W_query = c·I: every query matches its own key.",
     "previous": "One-hot position inputs; W_query shifts e_t to e_(t−1): every query matches the previous token's "
     "key (token 0 has only itself).",

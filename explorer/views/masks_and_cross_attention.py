@@ -44,6 +44,50 @@ def _mask_text(mask: torch.Tensor) -> str:
 
 
 READING = "rows: queries i (the token that reads), columns: keys j (the tokens it reads)"
+DEFAULT_MASK = "padding"  # cross-attention's own mask: causal has no meaning for queries from another sequence
+
+
+def never_attended(tgt_len: int, src_len: int) -> list[int]:
+    """Keys that the top-left causal mask (query i sees keys j ≤ i) hides from every one of tgt_len queries."""
+    return list(range(tgt_len, src_len))
+
+
+def mask_note(kind: str, tgt_len: int, src_len: int) -> str:
+    """Which alignment the drawn mask has, and which mask each use of cross-attention needs."""
+    uses = (
+        "Encoder–decoder attention (queries from one sequence, keys from another) uses a padding mask only; "
+        "KV-cache decoding, where the queries are the last tgt_len of the src_len positions, needs a causal mask "
+        "aligned bottom-right (key j visible to query i when j ≤ i + src_len − tgt_len)."
+    )
+    if kind != "causal":
+        return uses
+    hidden = never_attended(tgt_len, src_len)
+    unseen = (
+        f": with {tgt_len} queries and {src_len} keys, " + ", ".join(f"k{j}" for j in hidden) + " are never attended"
+        if hidden
+        else ""
+    )
+    return (
+        f"This causal mask is aligned top-left (query i may see key j when j ≤ i, counting both from 0){unseen}. "
+        "Causal order has no meaning for queries from another sequence. " + uses
+    )
+
+
+def fully_masked_text(view: MasksView, qkv_bias: bool) -> str:
+    """What a fully masked row gives, and why its output is out_project's bias, or zero with no bias at all."""
+    zero = "are exactly 0" if view.context_zero_on_masked_rows else "are NOT 0"
+    bias = (
+        " (zero here: on this page the sidebar's qkv_bias sets continuiti's single `bias` flag, which removes "
+        "`out_project`'s bias too; in the book's module qkv_bias never touches out_proj)"
+        if not qkv_bias
+        else ""
+    )
+    return (
+        f"These queries may attend to nothing. Here their weights and their context vectors {zero}, as "
+        f"F.scaled_dot_product_attention gives in this torch ({TORCH_VERSION}; some older versions gave NaN), so "
+        f"their output is just `out_project`'s bias{bias}. A hand-written softmax would divide 0 by 0 instead: on "
+        f"these very scores it gives NaN in {view.handwritten_nan_rows} (batch, head, query) rows."
+    )
 
 
 def _mask_panel(mask: torch.Tensor, query_labels: list[str], key_labels: list[str], b: int, presenter: bool) -> Panel:

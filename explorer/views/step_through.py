@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mha_core.teaching import ScaleDemo
 from mha_core.trace import Trace
 
 from . import figures
 from .knobs_that_teach import keep_mask_figure
 from .panel import Panel, caption, head_names, index_labels, shape_text
+from .step_notes import scale_panels, scores_notes
 from .step_through_steps import STEP_COUNT, STEPS, Step, code_of, marked_listing
 
 
@@ -37,7 +39,7 @@ class StepView:
 
 
 # Where a step's result sits among its panels (default: the first); presenter mode shows only it.
-MAIN_PANEL = {"view": -1, "transpose": 1, "mask": -1, "softmax": -1, "dropout": -1, "context": -1, "out_proj": -1}
+MAIN_PANEL = {"view": -1, "transpose": 1, "mask": -1, "softmax": 1, "dropout": -1, "context": -1, "out_proj": -1}
 
 
 def shape_line(trace: Trace, step: str, axes: str) -> str:
@@ -304,8 +306,10 @@ def build_step_view(
     presenter: bool,
     dropout_active: bool,
     train: bool = False,
+    scale_demo: ScaleDemo | None = None,
 ) -> StepView:
-    """Step ``number`` (1-based) of ``STEPS`` for one traced forward pass."""
+    """Step ``number`` (1-based) of ``STEPS`` for one traced forward pass; the softmax step draws ``scale_demo``
+    (``mha_core.teaching.scale_demo``) below its own figures when given."""
     if not 1 <= number <= STEP_COUNT:
         raise ValueError(f"step must be in 1–{STEP_COUNT}, got {number}")
     step = STEPS[number - 1]
@@ -324,6 +328,11 @@ def build_step_view(
         sentences = sentences + (
             "Here head_dim = 1, so √head_dim = 1 and the division changes nothing: try head_dim 16 to see it matter.",
         )
+    if step.key == "scores":
+        sentences = sentences + scores_notes(trace, labels, batch_index)
+    panels = _step_panels(step, trace, labels, batch_index, presenter, dropout_active, train)
+    if step.key == "softmax" and scale_demo is not None:
+        panels += scale_panels(scale_demo, presenter)
     return StepView(
         number=number,
         count=STEP_COUNT,
@@ -334,6 +343,6 @@ def build_step_view(
         shape_before=shape_line(trace, *step.before) if step.before else "",
         shape_after=shape_line(trace, *step.after),
         sentences=sentences,
-        panels=tuple(_step_panels(step, trace, labels, batch_index, presenter, dropout_active, train)),
+        panels=tuple(panels),
         main_index=MAIN_PANEL.get(step.key, 0),
     )

@@ -54,8 +54,9 @@ STEPS: tuple[Step, ...] = (
         ("x", "(b, T, d_in)"),
         (
             "Each row is one token's embedding: b sequences of T tokens, d_in numbers per token.",
-            "Everything that follows is computed from these numbers and the module's parameters: W_query, W_key and "
-            "W_value (with biases only when qkv_bias=True), and out_proj's weight and bias.",
+            "Everything that follows is computed from these numbers, the module's parameters (W_query, W_key and "
+            "W_value, with biases only when qkv_bias=True, and out_proj's weight and bias) and its mask buffer (the "
+            "causal mask, built in __init__) and, in train mode with p > 0, dropout's random draw.",
         ),
         extra_fragments=("b, num_tokens, d_in = x.shape",),
     ),
@@ -199,7 +200,12 @@ STEPS: tuple[Step, ...] = (
             "view(b, T, d_out) joins the h heads side by side: the concatenation of the book's "
             "MultiHeadAttentionWrapper, without a loop over heads.",
             "Why contiguous() before view? The transpose only changed strides, so the numbers are no longer in row "
-            "order in memory; view needs them in order and raises an error otherwise. contiguous() makes that copy.",
+            "order in memory. view can merge two axes only when one step along the first equals a whole run of the "
+            "second: here a step along h jumps T·head_dim numbers, a run of head_dim is head_dim numbers long, so "
+            "view raises an error whenever T, h and head_dim are all above 1. contiguous() copies the numbers into "
+            "row order first.",
+            "An axis of length 1 sets no condition: at the book's head_dim = 1 (and whenever h = 1 or T = 1) view "
+            "happens to work without the copy; at head_dim = 3 it raises.",
         ),
     ),
     Step(
@@ -212,6 +218,12 @@ STEPS: tuple[Step, ...] = (
             "A last linear layer (d_out → d_out) lets every output feature combine all heads' results.",
             "The book notes it is not strictly necessary, but it is standard in LLM architectures. It is built in "
             "__init__ (line 14, also lit) with a bias, unlike W_query, W_key and W_value by default.",
+            "Why it exists: in a GPT, attention's output is added back to its input (x + attention(x), the residual "
+            "connection), so it must be as wide as the embedding; out_proj maps the h concatenated heads back to that "
+            "width (in the GPT, d_in = d_out = emb_dim).",
+            "What d_out means: here it is the total width, cut into heads (head_dim = d_out // num_heads). In the "
+            "book's MultiHeadAttentionWrapper d_out is each head's width and the output is num_heads · d_out wide: "
+            "Wrapper(d_out=1, num_heads=2) matches MultiHeadAttention(d_out=2, num_heads=2).",
         ),
         extra_fragments=("return context_vec", "self.out_proj = nn.Linear("),
     ),
