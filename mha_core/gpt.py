@@ -253,7 +253,7 @@ def load_hf_gpt2(state_dict: dict, cfg: dict, dtype: torch.dtype = torch.float32
 
 
 def load_shipped_model():
-    """(GPTModel in eval mode, float32; TextTokenizer): the small GPT trained here on Python's documentation."""
+    """(GPTModel in eval mode, float32; ByteTokenizer): the small GPT trained here on Python's documentation."""
     from .gpt_training import load_shipped
 
     return load_shipped()

@@ -1,9 +1,14 @@
 """Train the shipped GPT: the book's chapter-4 ``GPTModel``, small, on Python's documentation, seeded.
 
 ``python -m mha_core.gpt_training`` runs ``RECIPE`` (the final recipe) and writes ``mha_core/shipped/``:
-``own_gpt.safetensors`` (weights), ``own_gpt_tokenizer.json`` and ``own_gpt.json`` (config, recipe, losses,
-head scores, wall time). ``key=value`` arguments override recipe fields, ``out=DIR`` writes elsewhere, for
-experiments. ``load_shipped`` reads the three files back.
+``own_gpt.safetensors`` (weights) and ``own_gpt.json`` (config, recipe, losses, head scores, wall time); the
+tokenizer is bytes (``ByteTokenizer``), so it needs no file. ``key=value`` arguments override recipe fields,
+``out=DIR`` writes elsewhere, for experiments. ``load_shipped`` reads the files back.
+
+The recipe (docs/decisions.md, "The shipped GPT"): first ``induction_warmup`` steps on the Trained heads page's
+induction task alone (random bytes, a segment repeated, scored on the repeat), where a 256-id model crosses
+its plateau in a few hundred steps; then text windows and induction rows of the full context mixed, so the
+model learns the text while the two heads stay and spread to every position.
 
 Axis letters: L layers, b batch, h heads, T tokens, V vocabulary.
 """
@@ -24,37 +29,42 @@ from safetensors.torch import load_file, save_file
 
 from . import gpt_data, head_scores
 from .gpt import CONFIG_KEYS, GPTModel, check_config, count_parameters
-from .text_tokenizer import TextTokenizer
+from .text_tokenizer import ByteTokenizer
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"
-WEIGHTS, TOKENIZER, RECORD = "own_gpt.safetensors", "own_gpt_tokenizer.json", "own_gpt.json"
+WEIGHTS, RECORD = "own_gpt.safetensors", "own_gpt.json"
 PROBE_SEED = 1234  # the repeated random probe the head scores are measured on
 PROBE_BATCH = 16
 HELDOUT_WINDOWS = 64  # held-out windows of context_length tokens scored for the held-out loss
+THREADS = 1  # torch threads for the shipped run: on the shared 2-core machine a second thread did not pay
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Recipe:
     """Everything that determines the shipped model: the GPT config, the tokenizer and the optimisation."""
 
-    vocab_size: int = 2048
+    vocab_size: int = 256  # bytes
     context_length: int = 64
     emb_dim: int = 128
     n_heads: int = 4
     n_layers: int = 2
     drop_rate: float = 0.0
     qkv_bias: bool = False
-    tie_weights: bool = True  # out_head shares tok_emb's matrix (as GPT-2 does): copying a token is then easy
-    init_std: float = 0.02  # GPT-2's init (gpt2_init); 0 keeps PyTorch's defaults
-    sinusoidal_positions: bool = True  # pos_emb starts as sinusoids (still learned): "one back" is one rotation
-    steps: int = 1300
-    batch_size: int = 32
-    lr: float = 1e-2  # AdamW peak, after a linear warm-up, then a cosine to a tenth of it
-    warmup: int = 50
-    weight_decay: float = 0.1
-    repeat_share: float = 0.5  # share of each batch's rows that are a random stretch repeated (gpt_data)
-    repeat_length: int = 64  # tokens in those rows (at most context_length)
-    alternating_share: float = 0.5  # share of those rows with period 2 (a b a b ...)
+    tie_weights: bool = False  # True: out_head shares tok_emb's matrix (as GPT-2 does)
+    init_std: float = 0.0  # 0 keeps PyTorch's defaults; > 0: GPT-2's init (gpt2_init) with this std
+    sinusoidal_positions: bool = False  # True: pos_emb starts as sinusoids (still learned)
+    steps: int = 650  # all steps, the induction warm-up included
+    induction_warmup: int = 350  # first steps on induction rows alone
+    warmup_rows: int = 64  # induction rows per warm-up step
+    warmup_length: int = 32  # their length: the plateau is shortest on short rows
+    batch_size: int = 32  # text windows per step after the warm-up
+    repeat_rows: int = 32  # induction rows per step after the warm-up, context_length long
+    lr: float = 3e-3  # AdamW, constant after ``warmup`` steps unless ``final_lr`` differs
+    final_lr: float = 3e-3  # a cosine from lr down to this at the last step
+    warmup: int = 0
+    weight_decay: float = 0.0
+    beta2: float = 0.999
+    clip: float = 0.0  # gradient norm clip; 0: none
     seed: int = 0  # model init from seed, batches from seed + 1
     log_every: int = 10
     probe_period: int = 32  # the probe: probe_period random ids, twice
@@ -102,11 +112,11 @@ def gpt2_init(model: GPTModel, std: float) -> None:
 
 
 def learning_rate(recipe: Recipe, step: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then a cosine from ``lr`` down to ``lr / 10`` at the last step."""
+    """Linear warm-up over ``warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at the last step."""
     if step < recipe.warmup:
         return recipe.lr * (step + 1) / recipe.warmup
     progress = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
-    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    return recipe.final_lr + (recipe.lr - recipe.final_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
 def probe(recipe: Recipe) -> torch.Tensor:
@@ -144,13 +154,12 @@ def mean_loss(model: GPTModel, windows: torch.Tensor, chunk: int = 16) -> float:
     return total / (windows.shape[0] * (windows.shape[1] - 1))
 
 
-def prepare(recipe: Recipe, tokenizer: TextTokenizer | None = None) -> tuple[TextTokenizer, torch.Tensor, torch.Tensor]:
-    """(tokenizer, training ids, held-out ids); the tokenizer trained on the training text unless given."""
-    train_text, heldout_text = gpt_data.corpus()
-    if tokenizer is None:
-        tokenizer = gpt_data.train_tokenizer(train_text, recipe.vocab_size)
+def prepare(recipe: Recipe) -> tuple[ByteTokenizer, torch.Tensor, torch.Tensor]:
+    """(tokenizer, training ids, held-out ids): the corpus as UTF-8 bytes."""
+    tokenizer = ByteTokenizer()
     if tokenizer.vocab_size != recipe.vocab_size:
-        raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids, the recipe {recipe.vocab_size}")
+        raise ValueError(f"the byte tokenizer has {tokenizer.vocab_size} ids, the recipe {recipe.vocab_size}")
+    train_text, heldout_text = gpt_data.corpus()
     return tokenizer, gpt_data.encode(tokenizer, train_text), gpt_data.encode(tokenizer, heldout_text)
 
 
@@ -163,16 +172,17 @@ def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = N
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, recipe.beta2))
     gen = torch.Generator().manual_seed(recipe.seed + 1)
     losses, started = {}, time.perf_counter()
     for step in range(recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(recipe, step)
-        loss = batch_loss(model, recipe, train_ids, gen)
+        loss = batch_loss(model, recipe, train_ids, gen, warming_up=step < recipe.induction_warmup)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if recipe.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
         optimizer.step()
         if (step + 1) % recipe.log_every == 0:
             losses[step + 1] = loss.item()
@@ -182,17 +192,20 @@ def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = N
     return model, losses
 
 
-def batch_loss(model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Mean next-token cross-entropy over the scored targets of one step: every text token, and the repeated
-    (predictable) tokens of the random rows."""
-    sizes = (recipe.batch_size, recipe.context_length)
-    parts = gpt_data.training_batches(
-        train_ids, gen, sizes, recipe.vocab_size, (recipe.repeat_share, recipe.repeat_length, recipe.alternating_share)
-    )  # [((b - r, T + 1), (b - r, T)), ((r, R + 1), (r, R))]
-    total = sum(
-        F.cross_entropy(model(ids[:, :-1])[scored], ids[:, 1:][scored], reduction="sum") for ids, scored in parts
-    )
-    return total / sum(int(scored.sum()) for _, scored in parts)
+def batch_loss(
+    model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator, *, warming_up: bool
+) -> torch.Tensor:
+    """One step's loss: in the warm-up, the mean cross-entropy on the repeats of short induction rows; after it,
+    the mean of two means, over every target of the text windows and over the repeats of full-length rows."""
+    if warming_up:
+        rows = [gpt_data.induction_rows(gen, recipe.warmup_rows, recipe.warmup_length, recipe.vocab_size)]
+    else:
+        text = gpt_data.text_windows(train_ids, gen, recipe.batch_size, recipe.context_length + 1)  # (b, T + 1)
+        rows = [(text[:, :-1], text[:, 1:], torch.ones(recipe.batch_size, recipe.context_length, dtype=torch.bool))]
+        if recipe.repeat_rows:
+            rows.append(gpt_data.induction_rows(gen, recipe.repeat_rows, recipe.context_length, recipe.vocab_size))
+    means = [F.cross_entropy(model(ids)[scored], targets[scored]) for ids, targets, scored in rows]
+    return sum(means) / len(means)
 
 
 def report_progress(model: GPTModel, recipe: Recipe, step: int, loss: float, seconds: float) -> None:
@@ -230,13 +243,12 @@ def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tenso
     }
 
 
-def save(directory: Path, model: GPTModel, tokenizer: TextTokenizer, rec: dict) -> None:
-    """The three shipped files, weights in float32 (the causal mask buffers are rebuilt on load, not stored; a
-    tied out_head is stored as a copy, as safetensors stores no shared tensors)."""
+def save(directory: Path, model: GPTModel, rec: dict) -> None:
+    """The shipped files, weights in float32 (the causal mask buffers are rebuilt on load, not stored; a tied
+    out_head is stored as a copy, as safetensors stores no shared tensors)."""
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if not k.endswith("att.mask")}
     save_file(tensors, str(directory / WEIGHTS))
-    (directory / TOKENIZER).write_text(tokenizer.to_str())
     (directory / RECORD).write_text(json.dumps(rec, indent=1) + "\n")
 
 
@@ -245,14 +257,14 @@ def load_record(directory: Path = SHIPPED) -> dict:
     return json.loads((Path(directory) / RECORD).read_text())
 
 
-def load_shipped(directory: Path = SHIPPED) -> tuple[GPTModel, TextTokenizer]:
+def load_shipped(directory: Path = SHIPPED) -> tuple[GPTModel, ByteTokenizer]:
     """(model in eval mode, float32; tokenizer) from the shipped files."""
     directory = Path(directory)
     model = build(Recipe(**load_record(directory)["recipe"]))
     missing, unexpected = model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=False)
     if unexpected or any(not k.endswith("att.mask") for k in missing):
         raise ValueError(f"{directory / WEIGHTS} does not fit the config: missing {missing}, unexpected {unexpected}")
-    return model.float().eval(), TextTokenizer.from_file(directory / TOKENIZER)
+    return model.float().eval(), ByteTokenizer()
 
 
 def parse_args(argv: list[str]) -> tuple[Recipe, Path, int]:
@@ -275,12 +287,13 @@ def parse_args(argv: list[str]) -> tuple[Recipe, Path, int]:
 
 def main(argv: list[str]) -> dict:
     recipe, out, eval_every = parse_args(argv)
+    torch.set_num_threads(THREADS)
     started = time.perf_counter()
-    tokenizer, train_ids, heldout_ids = prepare(recipe)
+    _, train_ids, heldout_ids = prepare(recipe)
     model, losses = train(recipe, train_ids, eval_every=eval_every)
     wall = time.perf_counter() - started
     rec = record(recipe, model, losses, (train_ids, heldout_ids), wall)
-    save(out, model, tokenizer, rec)
+    save(out, model, rec)
     print(json.dumps({k: rec[k] for k in ("heldout_loss", "unigram_heldout_loss", "strongest", "wall_time_s")}))
     return rec
 

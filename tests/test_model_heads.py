@@ -99,7 +99,10 @@ def test_about_lines_read_the_record_and_survive_a_missing_one():
     facts = type("Facts", (), dict(n_layers=2, n_heads=4, emb_dim=128, context_length=128, vocab_size=2048))()
     record = {"recipe": {"steps": 150, "lr": 0.002}, "heldout_loss": 5.9, "unigram_heldout_loss": 6.31}
     text = " ".join(real_heads.about_lines("own", record, facts))
-    assert "5.90" in text and "6.31" in text and "steps 150" in text
+    assert "5.90" in text and "6.31" in text and "steps 150" in text and "induction task" not in text
+    record["recipe"] |= {"induction_warmup": 350, "repeat_rows": 32}
+    text = " ".join(real_heads.about_lines("own", record, facts))
+    assert "the first 350 steps on random tokens" in text and "then 32 such rows" in text
     assert real_heads.about_lines("own", {}, facts) and "GPT-2" in real_heads.about_lines("gpt2", {}, facts)[0]
 
 

@@ -59,7 +59,7 @@ class Facts:
 
 @st.cache_resource(show_spinner="Loading the shipped model…")
 def own_model():
-    """(GPTModel in eval mode, TextTokenizer), one per process; raises ModelUnavailableError when not in this build."""
+    """(GPTModel in eval mode, its tokenizer), one per process; raises ModelUnavailableError when not in this build."""
     loader = getattr(gpt, "load_shipped_model", None)
     if loader is None:
         raise ModelUnavailableError("The shipped model is not part of this build yet.")

@@ -336,8 +336,10 @@ def about_lines(name: str, record: dict, facts) -> list[str]:
     if training:
         seen = f" on {tokens['train']:,} tokens" if isinstance(tokens, dict) and "train" in tokens else ""
         repeats = (
-            f"; {recipe['repeat_share']:.0%} of each batch is a random stretch repeated, so copying pays"
-            if isinstance(recipe.get("repeat_share"), int | float)
+            f"; the first {_escape(recipe['induction_warmup'])} steps on random tokens ending with a segment "
+            f"repeated (the Trained heads page's induction task), then {_escape(recipe['repeat_rows'])} such rows "
+            "beside the text in every step, so copying what followed a token's earlier occurrence pays"
+            if isinstance(recipe.get("induction_warmup"), int) and isinstance(recipe.get("repeat_rows"), int)
             else ""
         )
         where = _escape(corpus) if corpus else "Python's documentation"
