@@ -186,7 +186,7 @@ from mha_core import runs
 def view_of(module, settings):
     # one run, then both sections' figures, as the explorer's caches build them
     x, labels = runs.build_input(settings.input_spec())
-    run = attention_explorer.run_explorer(module, x, labels, settings)
+    run = runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
     return [attention_explorer.build_view(run, section=name, batch_index=0, enlarge=None, presenter=False)
             for name in ("attention", "reshapes")]
 

@@ -94,22 +94,22 @@ release_memory = admission.release_memory
 # run is never kept, and a cache holds as many views as fit its bytes.
 
 
+def _run_explorer(settings: Settings):
+    """The explorer's module run once on its input (train mode on a private copy)."""
+    module, x, labels = module_and_input(settings)
+    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
+
+
 @byte_cached(max_bytes=32 * MB, max_entries=16, ttl_s=900)
 def _kept_explorer_run(settings: Settings):
-    from ..views import attention_explorer
-
-    module, x, labels = module_and_input(settings)
-    return attention_explorer.run_explorer(module, x, labels, settings)
+    return _run_explorer(settings)
 
 
 def explorer_run(settings: Settings):
     """The explorer's computed view for the settings: kept when light, run afresh (behind the gate) when heavy."""
-    from ..views import attention_explorer
-
     if not is_heavy(settings):
         return _kept_explorer_run(settings)
-    module, x, labels = module_and_input(settings)
-    return attention_explorer.run_explorer(module, x, labels, settings)
+    return _run_explorer(settings)
 
 
 @gated("explorer")

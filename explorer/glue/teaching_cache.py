@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from mha_core import devices, runs, teaching
+from mha_core import devices, runs, teaching, teaching_runs
 from mha_core.reference import ReferenceReport
 
 from ..views import heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
@@ -85,9 +85,9 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
 
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
-def _heads_run(settings: Settings) -> tuple[heads_and_references.HeadsRun, list[str]]:
+def _heads_run(settings: Settings) -> tuple[runs.HeadsRun, list[str]]:
     module, x, labels = _module_and_input(settings)
-    return heads_and_references.run_heads(module, x), labels
+    return runs.run_heads(module, x), labels
 
 
 @caches.gated("heads")
@@ -167,7 +167,7 @@ def masks_view(
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _temperature_run(settings: Settings, multiplier: str):
     module, x, labels = _module_and_input(settings)
-    return knobs_that_teach.run_temperature(module, x, float(multiplier)), labels
+    return teaching_runs.run_temperature(module, x, float(multiplier)), labels
 
 
 @caches.gated("knobs")
@@ -183,7 +183,7 @@ def _dropout_run(settings: Settings, percent: int, draw: int):
     p = percent / 100
     module = caches.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
     x, labels = runs.build_input(settings.input_spec())
-    return knobs_that_teach.run_dropout(module, x, p, settings.seed + draw), labels
+    return teaching_runs.run_dropout(module, x, p, settings.seed + draw), labels
 
 
 @caches.gated("knobs")
@@ -196,7 +196,7 @@ def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _preset_run(settings: Settings, preset: str):
     module, x, labels = _module_and_input(settings)
-    return knobs_that_teach.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
+    return teaching_runs.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
 
 
 @caches.gated("knobs")

@@ -15,9 +15,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_core import book
+from mha_core.runs import ExplorerRun
 
 from . import figures
-from .attention_explorer import ExplorerRun
 from .panel import Panel
 
 SHOW_DIMS = 8  # vectors are printed with at most this many numbers

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_core.runs import ExplorerRun
+
 from . import figures
-from .attention_explorer import ExplorerRun
 from .panel import Panel
 
 # (lowest weight, opacity, line width): a weight falls in the last band whose lowest weight it reaches
