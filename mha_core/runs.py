@@ -96,7 +96,7 @@ def trace_npz(trace: Trace, labels: list[str]) -> bytes:
     return buffer.getvalue()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExplorerRun:
     """One forward pass of the explorer's module: its trace and the module's parts the panels draw.
 
@@ -125,7 +125,7 @@ def run_explorer(module, x, labels, *, train: bool, seed: int, dropout: float) -
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HeadsRun:
     """Every head run on its own and the batched module on the same input: what the heads view draws from."""
 
@@ -136,4 +136,4 @@ class HeadsRun:
 def run_heads(module, x: torch.Tensor) -> HeadsRun:
     weight = module.W_query.weight
     x = x.to(device=weight.device, dtype=weight.dtype)
-    return HeadsRun(heads.separate_heads(module, x), trace_forward(module, x))
+    return HeadsRun(separate=heads.separate_heads(module, x), batched=trace_forward(module, x))

@@ -18,7 +18,7 @@ from .trace import Trace, trace_forward
 SCALE_MULTIPLIERS = ("0.01", "0.1", "0.25", "0.5", "1", "2", "4", "8", "16", "32", "64", "128")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TemperatureRun:
     """A forward pass at one softmax scale, its row entropies and the sweep over every scale."""
 
@@ -41,11 +41,17 @@ def run_temperature(module, x: torch.Tensor, multiplier: float) -> TemperatureRu
     most = teaching.uniform_entropy(allowed)  # (b, h, T)
     sweep = teaching.entropy_sweep(module, x, [float(m) for m in SCALE_MULTIPLIERS])
     return TemperatureRun(
-        multiplier, scale, trace, teaching.row_entropy(weights), most, most.mean().item(), tuple(sweep)
+        multiplier=multiplier,
+        scale=scale,
+        trace=trace,
+        entropy=teaching.row_entropy(weights),
+        most=most,
+        uniform_mean=most.mean().item(),
+        sweep=tuple(sweep),
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DropoutRun:
     """A train-mode forward pass and what dropout did to its weights."""
 
@@ -57,10 +63,10 @@ class DropoutRun:
 def run_dropout(module, x: torch.Tensor, p: float, seed: int) -> DropoutRun:
     """A train-mode trace on a private copy (runs.run_trace): the shared module is never put in train mode."""
     trace = run_trace(module, x, train=True, seed=seed)
-    return DropoutRun(p, trace, teaching.dropout_report(trace, p))
+    return DropoutRun(p=p, trace=trace, report=teaching.dropout_report(trace, p))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PresetRun:
     """A module with hand-made weights (a copy or a new module, never the shared one) and its forward pass."""
 
@@ -93,4 +99,4 @@ def run_preset(module, x: torch.Tensor, labels: list[str], preset: str, *, num_h
     if preset in teaching.POSITION_PATTERNS:
         weights = trace.steps["attn_weights"]
         hits = teaching.top_key_hits(weights, teaching.pattern_targets(preset, weights.shape[-1]))
-    return PresetRun(preset, made, trace, list(labels), hits)
+    return PresetRun(preset=preset, made=made, trace=trace, labels=list(labels), hits=hits)
