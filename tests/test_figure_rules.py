@@ -276,10 +276,13 @@ def test_no_figure_paints_a_background_or_fixes_the_text_colour(run32):
 def test_magnitudes_use_viridis_and_signed_values_a_diverging_scale():
     import plotly.colors as pcolors
 
-    assert [c for _, c in F._KINDS["weights"].colorscale] == pcolors.sequential.Viridis
-    assert [c for _, c in F._KINDS["keep"].colorscale] == pcolors.sequential.Viridis
+    assert [c for _, c in style._KINDS["weights"].colorscale] == pcolors.sequential.Viridis
+    assert [c for _, c in style._KINDS["keep"].colorscale] == pcolors.sequential.Viridis
     for kind in ("scores", "values", "difference"):
-        assert F._KINDS[kind].diverging and [c for _, c in F._KINDS[kind].colorscale] == pcolors.diverging.RdBu[::-1]
+        assert (
+            style._KINDS[kind].diverging
+            and [c for _, c in style._KINDS[kind].colorscale] == pcolors.diverging.RdBu[::-1]
+        )
 
 
 # --- 4. line charts, before and after, the final output --------------------------------------------------------
