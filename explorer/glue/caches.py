@@ -38,25 +38,16 @@ def fit_page(settings: Settings, page: str) -> Settings:
     return reconciled
 
 
-def fit_budget(settings: Settings, max_cells: int | None = None, page: str = "heads") -> Settings:
-    """The old name of ``fit_page`` (max_cells is no longer used: the budget is in bytes)."""
-    return fit_page(settings, page)
-
-
-def need_bytes(settings: Settings, page: str = "explorer") -> int:
-    return budget.need_bytes(page, settings)
-
-
 def is_heavy(settings: Settings, page: str = "explorer") -> bool:
     """A run that adds more than LIGHT_BYTES waits its turn in the gate."""
-    return need_bytes(settings, page) > admission.LIGHT_BYTES
+    return budget.need_bytes(page, settings) > admission.LIGHT_BYTES
 
 
 def heavy_gate(settings: Settings, page: str = "explorer"):
     """Big runs go one at a time through the one admission gate (explorer.glue.admission) with their byte estimate;
     small runs pass straight through. A waiting run gives up when its session ends; afterwards freed memory goes
     back to the OS."""
-    need = need_bytes(settings, page)
+    need = budget.need_bytes(page, settings)
     label = f"{budget.PAGE_NAMES[page]} at about {need / MB:,.0f} MB"
     return admission.admit(label, need_bytes=need)
 
@@ -82,9 +73,6 @@ def gated(page: str = "explorer"):
         function, page = page, "explorer"
         return decorate(function)
     return decorate
-
-
-release_memory = admission.release_memory
 
 
 # Two levels of cache. The computed view (a run's trace, keyed on settings) is reused by every section, batch element

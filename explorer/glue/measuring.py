@@ -10,7 +10,8 @@ from . import admission, budget
 
 
 def measure_cost(spec: profiling.CostSpec, show_progress: Callable[[float, str], object]) -> profiling.CostReport:
-    """Measure under the gate; a closed tab raises SessionEndedError between measurements, a full gate TimeoutError."""
+    """Measure under the gate; a closed tab raises SessionEndedError between measurements, a full gate
+    ServerBusyError."""
     ended = admission.session_ended()
 
     def progress(done: float, text: str) -> None:

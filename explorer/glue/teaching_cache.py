@@ -4,7 +4,8 @@ Every cache here is keyed on the frozen ``Settings`` and small ints, strings or 
 The views hold built figures, so they live in byte-bounded shared caches (``byte_cache``; shared, never mutated):
 ``st.cache_data`` would pickle them, and plotly validates every figure again when it is unpickled.
 Modules come from ``caches.cached_module`` (shared read-only); anything that changes weights works on a copy
-(see ``mha_core.teaching``). The cached values are the views of ``explorer.teaching``: figures and numbers.
+(see ``mha_core.teaching``). The cached values are runs (``mha_core.runs``, ``mha_core.teaching_runs``) and the
+views drawn from them (``explorer.views``): figures and numbers.
 """
 
 from __future__ import annotations
@@ -54,10 +55,6 @@ RUN_BYTES = 24 * MB  # a page's computed run is kept only below this
 VIEW_BYTES = 24 * MB  # each view cache's share of byte_cache.TOTAL_BYTES
 
 
-def _module_and_input(settings: Settings):
-    return caches.module_and_input(settings)  # the module is shared: read only
-
-
 def _build_step_view(settings: Settings, number: int, batch_index: int, presenter: bool) -> step_through.StepView:
     run = caches.explorer_run(settings)
     return step_through.build_step_view(
@@ -86,7 +83,7 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _heads_run(settings: Settings) -> tuple[runs.HeadsRun, list[str]]:
-    module, x, labels = _module_and_input(settings)
+    module, x, labels = caches.module_and_input(settings)
     return runs.run_heads(module, x), labels
 
 
@@ -166,7 +163,7 @@ def masks_view(
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _temperature_run(settings: Settings, multiplier: str):
-    module, x, labels = _module_and_input(settings)
+    module, x, labels = caches.module_and_input(settings)
     return teaching_runs.run_temperature(module, x, float(multiplier)), labels
 
 
@@ -195,7 +192,7 @@ def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _preset_run(settings: Settings, preset: str):
-    module, x, labels = _module_and_input(settings)
+    module, x, labels = caches.module_and_input(settings)
     return teaching_runs.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
 
 
