@@ -30,8 +30,12 @@ CASES = {
 
 def main() -> None:
     warm = parse_query({})[0]  # imports and first calls, outside the timings
-    warm_run = attention_explorer.run_explorer(
-        runs.build_module(warm.module_spec()), *runs.build_input(warm.input_spec()), warm
+    warm_run = runs.run_explorer(
+        runs.build_module(warm.module_spec()),
+        *runs.build_input(warm.input_spec()),
+        train=warm.train,
+        seed=warm.seed,
+        dropout=warm.dropout,
     )
     attention_explorer.build_view(warm_run, section="attention", batch_index=0, enlarge=None, presenter=False)
     print("| settings | section | figures | figure JSON per rerun | forward (ms) | figures (ms) |")
@@ -41,7 +45,7 @@ def main() -> None:
         module = runs.build_module(settings.module_spec())
         x, labels = runs.build_input(settings.input_spec())
         start = time.perf_counter()
-        run = attention_explorer.run_explorer(module, x, labels, settings)
+        run = runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
         forward = time.perf_counter() - start
         for section in ("attention", "reshapes"):
             start = time.perf_counter()

@@ -180,13 +180,14 @@ step(
 )
 import numpy as np
 from explorer.glue import settings as cfg
-from explorer.views import attention_explorer, figures
+from explorer.views import attention_explorer
+from explorer.views.figures import downsample, style
 from mha_core import runs
 
 def view_of(module, settings):
     # one run, then both sections' figures, as the explorer's caches build them
     x, labels = runs.build_input(settings.input_spec())
-    run = attention_explorer.run_explorer(module, x, labels, settings)
+    run = runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
     return [attention_explorer.build_view(run, section=name, batch_index=0, enlarge=None, presenter=False)
             for name in ("attention", "reshapes")]
 
@@ -219,8 +220,8 @@ step("malloc_trim(0)", lambda: ctypes.CDLL("libc.so.6").malloc_trim(0))
 trace = runs.run_trace(module, x)
 z = trace.numpy("masked_scores")[0]  # (16, 1024, 1024), upper triangle -inf
 step("figures: colour range + block mean of (16, 1024, 1024)",
-     lambda: (figures._color_range(z, figures._KINDS["scores"], "scores", None, None),
-              figures._block_reduce(z, 11, 11, "mean")))
+     lambda: (downsample._color_range(z, style._KINDS["scores"], "scores", None, None),
+              downsample._block_reduce(z, 11, 11, "mean")))
 del trace, z
 trim()
 

@@ -54,11 +54,16 @@ TOKEN_STEPS = (16, 32, 64, 128, 256, 512, 1024)  # num_tokens measured: doubling
 ATTENTION_STEPS = ("attn_scores", "masked_scores", "scaled_scores", "attn_weights")  # the (b, h, T, T) steps
 
 
+def attention_cells(batch: int, heads: int, rows: int, columns: int | None = None) -> int:
+    """Numbers in one (b, h, rows, columns) attention matrix (b · h · T² when columns is None): memory grows with it."""
+    return batch * heads * rows * (rows if columns is None else columns)
+
+
 def attention_matrix_bytes(batch: int, heads: int, tokens: int, dtype: torch.dtype | str) -> int:
     """Bytes of one (b, h, T, T) attention matrix: b · h · T² · bytes per number."""
     if isinstance(dtype, str):
         dtype = devices.DTYPES[dtype]
-    return batch * heads * tokens * tokens * torch.empty((), dtype=dtype).element_size()
+    return attention_cells(batch, heads, tokens) * torch.empty((), dtype=dtype).element_size()
 
 
 def trace_matrix_bytes(trace: Trace) -> dict[str, int]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import devices, inputs
+from . import devices, heads, inputs
 from .modules import MultiHeadAttention
 from .rng import seeded
 from .trace import Trace, trace_forward
@@ -94,3 +94,46 @@ def trace_npz(trace: Trace, labels: list[str]) -> bytes:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, tokens=np.array(labels), **trace.to_npz_dict())
     return buffer.getvalue()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplorerRun:
+    """One forward pass of the explorer's module: its trace and the module's parts the panels draw.
+
+    This is the computed view: every figure of every section, batch element and presentation is drawn from it,
+    so changing only those never runs the module again (see ``caches.explorer_run``).
+    """
+
+    trace: Trace
+    labels: list[str]
+    mask_buffer: torch.Tensor | None  # the book's (context_length, context_length) buffer, 1 = blocked
+    out_proj_weight: np.ndarray  # (d_out, d_out)
+    dropout_shown: bool  # train mode with p > 0: the weights after dropout differ from the weights
+    out_proj_bias: np.ndarray | None = None  # (d_out,)
+
+
+def run_explorer(module, x, labels, *, train: bool, seed: int, dropout: float) -> ExplorerRun:
+    """Run the module once on x (train mode on a private copy, see ``run_trace``)."""
+    trace = run_trace(module, x, train=train, seed=seed)
+    return ExplorerRun(
+        trace=trace,
+        labels=list(labels),
+        mask_buffer=module.mask,
+        out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy(),
+        dropout_shown=train and dropout > 0,
+        out_proj_bias=module.out_proj.bias.detach().float().cpu().numpy(),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadsRun:
+    """Every head run on its own and the batched module on the same input: what the heads view draws from."""
+
+    separate: heads.SeparateHeads
+    batched: Trace
+
+
+def run_heads(module, x: torch.Tensor) -> HeadsRun:
+    weight = module.W_query.weight
+    x = x.to(device=weight.device, dtype=weight.dtype)
+    return HeadsRun(separate=heads.separate_heads(module, x), batched=trace_forward(module, x))

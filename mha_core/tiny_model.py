@@ -8,16 +8,11 @@ Axis letters: b batch, T tokens, h heads, d d_model, v vocabulary.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn as nn
 
 from .modules import MultiHeadAttention
 from .trace import trace_forward
-
-if TYPE_CHECKING:  # the model knows configs and results only by their fields: training imports this module
-    from .training import TrainConfig, TrainResult
 
 
 class TinyAttentionModel(nn.Module):
@@ -65,15 +60,3 @@ class TinyAttentionModel(nn.Module):
             weights.append(trace.steps["attn_weights"])  # (b, h, T, T)
             x = x + trace.output  # (b, T, d)
         return weights
-
-
-def build_model(config: TrainConfig) -> TinyAttentionModel:
-    """A freshly initialised model for this config (initialisation uses the global RNG)."""
-    return TinyAttentionModel(config.vocab_size, config.seq_len, config.d_model, config.num_heads, config.num_layers)
-
-
-def load_model(result: TrainResult) -> TinyAttentionModel:
-    """The trained model, rebuilt from the result's state dict, on the CPU in eval mode."""
-    model = build_model(result.config)
-    model.load_state_dict(result.state_dict)
-    return model.eval()

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from .modules import MultiHeadAttention
 from .rng import seeded
 from .tasks import NOT_SCORED, TASKS, Task, TaskBatch
-from .tiny_model import TinyAttentionModel, build_model, load_model
+from .tiny_model import TinyAttentionModel
 
 HELDOUT_SIZE = 512  # held-out sequences for the final accuracy and head scores
 HELDOUT_CHUNK = 64  # held-out sequences run at once: the evaluation's memory is that of a 64-sequence batch
@@ -79,6 +79,18 @@ class ExplorerInput(NamedTuple):
     module: MultiHeadAttention
     x: torch.Tensor  # (1, T, d_model)
     labels: list[str]  # (T,)
+
+
+def build_model(config: TrainConfig) -> TinyAttentionModel:
+    """A freshly initialised model for this config (initialisation uses the global RNG)."""
+    return TinyAttentionModel(config.vocab_size, config.seq_len, config.d_model, config.num_heads, config.num_layers)
+
+
+def load_model(result: TrainResult) -> TinyAttentionModel:
+    """The trained model, rebuilt from the result's state dict, on the CPU in eval mode."""
+    model = build_model(result.config)
+    model.load_state_dict(result.state_dict)
+    return model.eval()
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -2,6 +2,8 @@ import pytest
 import streamlit as st
 import torch
 
+from .markers import markers_of
+
 
 @pytest.fixture(autouse=True)
 def _seed_torch():
@@ -21,3 +23,10 @@ def fresh_caches():
     st.cache_data.clear()
     st.cache_resource.clear()
     byte_cache.clear_all()
+
+
+def pytest_collection_modifyitems(items):
+    """Each test gets its file's part of the tree as a marker (tests/markers.py), and `fast` where that applies."""
+    for item in items:
+        for name in markers_of(item.path):
+            item.add_marker(name)

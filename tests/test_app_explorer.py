@@ -77,11 +77,11 @@ def test_only_the_open_section_is_drawn_and_sent():
 
 def test_presentation_choices_reuse_the_computed_run(monkeypatch):
     """Presenter mode, the batch element, an enlarged head and the section redraw from the cached run."""
-    from explorer.views import attention_explorer
+    from mha_core import runs
 
     calls = []
-    original = attention_explorer.run_explorer
-    monkeypatch.setattr(attention_explorer, "run_explorer", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = runs.run_explorer
+    monkeypatch.setattr(runs, "run_explorer", lambda *a, **k: calls.append(1) or original(*a, **k))
     query = dict(input="random", num_tokens="7", batch_size="2", seed="4242")
     run_page(APP, **query)
     assert len(calls) == 1

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from explorer.glue.settings import Settings
-from explorer.views import attention_explorer, follow_a_token
+from explorer.views import follow_a_token
 from mha_core import circuits, runs
 from mha_core.gpt import GPTModel
 from mha_core.modules import MultiHeadAttention
@@ -75,7 +75,7 @@ def test_each_heads_share_is_follow_a_tokens_contribution_bar():
     settings = Settings(d_in=6, d_out=6, num_heads=3, input="random", num_tokens=5, context_length=5)
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    run = attention_explorer.run_explorer(module, x, labels, settings)
+    run = runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
     c = circuits.circuits(module)
     shares = circuits.head_outputs(c, run.trace.steps["attn_weights_dropped"], run.trace.steps["x"])  # (b, h, i, o)
     view = follow_a_token.build_token_view(run, token=3, batch_index=1, presenter=False, book_example=False)

@@ -25,7 +25,7 @@ from explorer.views import (
 )
 from explorer.views import figures as F
 from explorer.views.figures import heatmap_layout, style
-from mha_core import runs, teaching
+from mha_core import runs, teaching, teaching_runs
 
 CHAR = 0.55  # em per character: tick labels and titles in the UI font
 DIGIT = 0.56
@@ -48,11 +48,11 @@ def panel_px(fig, suffix: str = "") -> tuple[float, float]:
     return height * j / i, height
 
 
-def run_at(**settings) -> attention_explorer.ExplorerRun:
+def run_at(**settings) -> runs.ExplorerRun:
     s = Settings(**settings)
     module = runs.build_module(s.module_spec())
     x, labels = runs.build_input(s.input_spec())
-    return attention_explorer.run_explorer(module, x, labels, s)
+    return runs.run_explorer(module, x, labels, train=s.train, seed=s.seed, dropout=s.dropout)
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +73,10 @@ def weights_figures(run) -> dict[str, object]:
     )
     shown |= {f"step/{p.key}": p.figure for p in view.panels}
     temperature = knobs_that_teach.build_temperature_view(
-        knobs_that_teach.run_temperature(module, x, 1.0), labels, presenter=False
+        teaching_runs.run_temperature(module, x, 1.0), labels, presenter=False
     )
     shown |= {f"knobs/{p.key}": p.figure for p in temperature.panels}
-    heads = heads_and_references.build_heads_view(
-        heads_and_references.run_heads(module, x), labels, batch_index=0, presenter=False
-    )
+    heads = heads_and_references.build_heads_view(runs.run_heads(module, x), labels, batch_index=0, presenter=False)
     shown |= {f"heads/{p.key}": p.figure for p in heads.panels}
     return {k: f for k, f in shown.items() if f.layout.coloraxis.colorbar.title.text == "weight"}
 
@@ -134,9 +132,7 @@ def test_a_shrunk_keep_mask_shows_the_fraction_kept_not_the_block_maximum():
 def test_an_all_zero_difference_has_a_plain_colour_bar():
     module = runs.build_module(Settings().module_spec())
     x, labels = runs.build_input(Settings().input_spec())
-    view = heads_and_references.build_heads_view(
-        heads_and_references.run_heads(module, x), labels, batch_index=0, presenter=False
-    )
+    view = heads_and_references.build_heads_view(runs.run_heads(module, x), labels, batch_index=0, presenter=False)
     fig = next(p.figure for p in view.panels if p.key == "heads_difference")
     colorbar = fig.layout.coloraxis.colorbar
     assert colorbar.tickmode == "array" and "0" in colorbar.ticktext
@@ -280,10 +276,13 @@ def test_no_figure_paints_a_background_or_fixes_the_text_colour(run32):
 def test_magnitudes_use_viridis_and_signed_values_a_diverging_scale():
     import plotly.colors as pcolors
 
-    assert [c for _, c in F._KINDS["weights"].colorscale] == pcolors.sequential.Viridis
-    assert [c for _, c in F._KINDS["keep"].colorscale] == pcolors.sequential.Viridis
+    assert [c for _, c in style._KINDS["weights"].colorscale] == pcolors.sequential.Viridis
+    assert [c for _, c in style._KINDS["keep"].colorscale] == pcolors.sequential.Viridis
     for kind in ("scores", "values", "difference"):
-        assert F._KINDS[kind].diverging and [c for _, c in F._KINDS[kind].colorscale] == pcolors.diverging.RdBu[::-1]
+        assert (
+            style._KINDS[kind].diverging
+            and [c for _, c in style._KINDS[kind].colorscale] == pcolors.diverging.RdBu[::-1]
+        )
 
 
 # --- 4. line charts, before and after, the final output --------------------------------------------------------
@@ -342,7 +341,7 @@ def test_before_comes_before_after_and_presenter_mode_shows_the_result(run32):
     module = runs.build_module(Settings(dropout=0.5).module_spec())
     x, labels = runs.build_input(Settings().input_spec())
     dropout = knobs_that_teach.build_dropout_view(
-        knobs_that_teach.run_dropout(module, x, 0.5, seed=1), labels, presenter=False
+        teaching_runs.run_dropout(module, x, 0.5, seed=1), labels, presenter=False
     )
     assert [p.key for p in dropout.panels] == ["dropout_before", "dropout_keep", "dropout_after", "dropout_row_sums"]
     assert dropout.panels[dropout.main_index].key == "dropout_after"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from explorer.glue.settings import Settings
-from explorer.views import attention_explorer, figures, follow_a_token, head_view
+from explorer.views import figures, follow_a_token, head_view
 from mha_core import runs
 from mha_core.book import PRINTED_OUTPUT
 
@@ -17,10 +17,10 @@ from .apptest_helpers import charts, run_page, texts
 PAGE = "pages/7_Follow_a_token.py"
 
 
-def explorer_run(settings: Settings) -> attention_explorer.ExplorerRun:
+def explorer_run(settings: Settings) -> runs.ExplorerRun:
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    return attention_explorer.run_explorer(module, x, labels, settings)
+    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
 
 
 def follow(settings: Settings, token: int, batch_index: int = 0):

@@ -172,7 +172,7 @@ def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
 
 def test_chunked_evaluation_equals_one_batch():
     result = training.train("first_token", steps=30, seed=3)
-    model = tiny_model.load_model(result)
+    model = training.load_model(result)
     heldout = result.task.batch(torch.Generator().manual_seed(7), 200, 16, 16)
     accuracy, scores = training._evaluate(model, result.task, heldout, 16)
     with torch.no_grad():

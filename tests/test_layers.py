@@ -52,10 +52,47 @@ def test_views_are_pure(module):
     assert not wrong, f"{module.name} imports {wrong}: views turn traces into figures, without Streamlit"
 
 
+RUNS_A_MODEL = {"trace_forward", "run_trace", "separate_heads", "entropy_sweep", "build_module", "run_cross"}
+
+
+def names_used(path: Path) -> set[str]:
+    """Every plain name and attribute name the file reads, imported or called."""
+    tree = ast.parse(path.read_text())
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
+
+
+@pytest.mark.parametrize("module", files("explorer/views"), ids=lambda p: p.name)
+def test_views_never_run_a_model(module):
+    """A view takes a run (mha_core.runs, mha_core.teaching_runs) and draws it: no forward pass happens in a view."""
+    imported = {n.rsplit(".", 1)[-1] for n in imports_of(module)}
+    used = names_used(module) | imported
+    wrong = sorted((used & RUNS_A_MODEL) | {n for n in imported if n.startswith("run_")})
+    assert not wrong, f"{module.name} uses {wrong}: the run belongs in mha_core, called from explorer.glue"
+
+
 @pytest.mark.parametrize("module", files("mha_core"), ids=lambda p: p.name)
 def test_the_core_knows_nothing_above_it(module):
     wrong = sorted(n for n in imports_of(module) if n.split(".")[0] in ("streamlit", "plotly", "explorer", "pandas"))
     assert not wrong, f"{module.name} imports {wrong}: mha_core is torch only"
+
+
+def test_the_core_has_no_import_circle():
+    """Read from the source, TYPE_CHECKING imports included: a module never imports one that imports it back."""
+    core = {p.stem: p for p in files("mha_core") if p.stem != "__init__"}
+    graph = {
+        name: {n.split(".")[1] for n in imports_of(path) if n.startswith("mha_core.")} & set(core)
+        for name, path in core.items()
+    }
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph[start])
+
+    circles = {name for name in graph if reaches(name, name, {name})}
+    # Left: gpt imports gpt2_weights and gpt_training lazily (at call time), and they import gpt back.
+    known = {"gpt", "gpt2_weights", "gpt_training"}
+    assert circles <= known, f"{sorted(circles - known)} import themselves back through mha_core"
 
 
 def test_no_two_modules_share_a_name():

@@ -21,7 +21,7 @@ def _figures(seed: int) -> list:
     settings = Settings(num_heads=8, d_out=64, num_tokens=64, context_length=64, input="random", seed=seed)
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    run = attention_explorer.run_explorer(module, x, labels, settings)
+    run = runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
     view = attention_explorer.build_view(run, section="attention", batch_index=0, enlarge=None, presenter=False)
     return [panel.figure for panel in view.figures()]
 

@@ -14,7 +14,7 @@ from explorer.views import (
     step_through,
     step_through_steps,
 )
-from mha_core import masks, teaching
+from mha_core import masks, teaching, teaching_runs
 from mha_core.attention import ExplicitAttention
 from mha_core.listing import LISTING_LINES, STEP_LINES, statement_lines
 from mha_core.modules import MultiHeadAttention
@@ -308,7 +308,7 @@ def test_identity_preset_view_never_touches_the_module_it_is_given():
     x, labels = build_input(InputSpec())
     for preset in teaching.PRESETS:
         view = knobs_that_teach.build_preset_view(
-            knobs_that_teach.run_preset(module, x, labels, preset, num_heads=2), presenter=False
+            teaching_runs.run_preset(module, x, labels, preset, num_heads=2), presenter=False
         )
         assert view.panels[0].figure.data
         if preset in teaching.POSITION_PATTERNS:

@@ -22,7 +22,7 @@ from explorer.views import (
     step_through,
     step_through_steps,
 )
-from mha_core import masks, profiling, runs
+from mha_core import masks, profiling, runs, teaching_runs
 from mha_core.inputs import book_tokens
 from mha_core.listing import (
     INIT_LINES,
@@ -48,14 +48,14 @@ def number(key: str) -> int:
     return next(n for n, s in enumerate(step_through_steps.STEPS, start=1) if s.key == key)
 
 
-def explorer_run(settings: Settings | None = None) -> attention_explorer.ExplorerRun:
+def explorer_run(settings: Settings | None = None) -> runs.ExplorerRun:
     settings = settings or Settings()
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    return attention_explorer.run_explorer(module, x, labels, settings)
+    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
 
 
-def every_caption(run: attention_explorer.ExplorerRun) -> list[str]:
+def every_caption(run: runs.ExplorerRun) -> list[str]:
     shown = [
         p.caption
         for section in ("attention", "reshapes")
@@ -181,7 +181,7 @@ def test_minus_infinity_equals_the_books_zero_then_renormalise_and_scaling_commu
 def test_the_identity_preset_prefers_journey_a_long_key_not_a_similar_one():
     x, words = book_tokens()
     module = runs.build_module(Settings().module_spec())
-    run = knobs_that_teach.run_preset(module, x[None], list(words), "identity", num_heads=2)
+    run = teaching_runs.run_preset(module, x[None], list(words), "identity", num_heads=2)
     weights = run.trace.steps["attn_weights"][0, 1]  # head 1, (T, T)
     heaviest = [words[int(k)] for k in weights.argmax(-1)]
     assert heaviest[2:] == ["journey"] * 4  # from "starts", "with", "one", "step"
@@ -230,16 +230,12 @@ def captions_everywhere() -> list[str]:
     module = runs.build_module(settings.module_spec())
     x, _ = runs.build_input(settings.input_spec())
     views = [
-        knobs_that_teach.build_temperature_view(
-            knobs_that_teach.run_temperature(module, x, 2.0), labels, presenter=False
-        ),
-        knobs_that_teach.build_dropout_view(knobs_that_teach.run_dropout(module, x, 0.5, 7), labels, presenter=False),
+        knobs_that_teach.build_temperature_view(teaching_runs.run_temperature(module, x, 2.0), labels, presenter=False),
+        knobs_that_teach.build_dropout_view(teaching_runs.run_dropout(module, x, 0.5, 7), labels, presenter=False),
         knobs_that_teach.build_preset_view(
-            knobs_that_teach.run_preset(module, x, labels, "identity", num_heads=2), presenter=False
+            teaching_runs.run_preset(module, x, labels, "identity", num_heads=2), presenter=False
         ),
-        heads_and_references.build_heads_view(
-            heads_and_references.run_heads(module, x), labels, batch_index=0, presenter=False
-        ),
+        heads_and_references.build_heads_view(runs.run_heads(module, x), labels, batch_index=0, presenter=False),
     ]
     return shown + [p.caption for view in views for p in view.panels]
 

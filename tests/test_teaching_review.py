@@ -10,7 +10,6 @@ import torch
 
 from explorer.glue.settings import Settings
 from explorer.views import (
-    attention_explorer,
     cost,
     follow_a_token,
     heads_and_references,
@@ -19,7 +18,7 @@ from explorer.views import (
     step_through,
     step_through_steps,
 )
-from mha_core import book, profiling, runs, teaching
+from mha_core import book, profiling, runs, teaching, teaching_runs
 from mha_core.inputs import book_tokens
 from mha_core.modules import MultiHeadAttention, QKVMultiHeadAttention
 
@@ -42,17 +41,17 @@ def number(key: str) -> int:
     return next(n for n, s in enumerate(step_through_steps.STEPS, start=1) if s.key == key)
 
 
-def explorer_run(settings: Settings | None = None) -> attention_explorer.ExplorerRun:
+def explorer_run(settings: Settings | None = None) -> runs.ExplorerRun:
     settings = settings or Settings()
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    return attention_explorer.run_explorer(module, x, labels, settings)
+    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
 
 
 def identity_preset():
     x, words = book_tokens()
     module = runs.build_module(Settings().module_spec())
-    return knobs_that_teach.run_preset(module, x[None], list(words), "identity", num_heads=2), x
+    return teaching_runs.run_preset(module, x[None], list(words), "identity", num_heads=2), x
 
 
 # --- errors ----------------------------------------------------------------------------------------------------------
@@ -186,14 +185,14 @@ def test_imprecision_8_the_temperature_caption_states_the_scale_used():
     settings = Settings()
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    run = knobs_that_teach.run_temperature(module, x, 4.0)
+    run = teaching_runs.run_temperature(module, x, 4.0)
     trace = run.trace
     expected = torch.softmax(trace.steps["masked_scores"] * 4.0 / trace.steps["queries_heads"].shape[-1] ** 0.5, -1)
     torch.testing.assert_close(trace.steps["attn_weights"], expected)
     shown = knobs_that_teach.build_temperature_view(run, labels, presenter=False).panels[0].caption
     assert "multiplied by 4/√head_dim = 4" in shown and "not the listing's 1/√head_dim" in shown
     plain = knobs_that_teach.build_temperature_view(
-        knobs_that_teach.run_temperature(module, x, 1.0), labels, presenter=False
+        teaching_runs.run_temperature(module, x, 1.0), labels, presenter=False
     )
     assert "not the listing's" not in plain.panels[0].caption
 

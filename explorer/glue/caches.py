@@ -38,25 +38,16 @@ def fit_page(settings: Settings, page: str) -> Settings:
     return reconciled
 
 
-def fit_budget(settings: Settings, max_cells: int | None = None, page: str = "heads") -> Settings:
-    """The old name of ``fit_page`` (max_cells is no longer used: the budget is in bytes)."""
-    return fit_page(settings, page)
-
-
-def need_bytes(settings: Settings, page: str = "explorer") -> int:
-    return budget.need_bytes(page, settings)
-
-
 def is_heavy(settings: Settings, page: str = "explorer") -> bool:
     """A run that adds more than LIGHT_BYTES waits its turn in the gate."""
-    return need_bytes(settings, page) > admission.LIGHT_BYTES
+    return budget.need_bytes(page, settings) > admission.LIGHT_BYTES
 
 
 def heavy_gate(settings: Settings, page: str = "explorer"):
     """Big runs go one at a time through the one admission gate (explorer.glue.admission) with their byte estimate;
     small runs pass straight through. A waiting run gives up when its session ends; afterwards freed memory goes
     back to the OS."""
-    need = need_bytes(settings, page)
+    need = budget.need_bytes(page, settings)
     label = f"{budget.PAGE_NAMES[page]} at about {need / MB:,.0f} MB"
     return admission.admit(label, need_bytes=need)
 
@@ -84,9 +75,6 @@ def gated(page: str = "explorer"):
     return decorate
 
 
-release_memory = admission.release_memory
-
-
 # Two levels of cache. The computed view (a run's trace, keyed on settings) is reused by every section, batch element
 # and presentation choice; the figures drawn from it are cached per presentation, as built objects (st.cache_data
 # would pickle them, and plotly validates a figure again on every unpickle). Both are byte-bounded caches
@@ -94,22 +82,22 @@ release_memory = admission.release_memory
 # run is never kept, and a cache holds as many views as fit its bytes.
 
 
+def _run_explorer(settings: Settings):
+    """The explorer's module run once on its input (train mode on a private copy)."""
+    module, x, labels = module_and_input(settings)
+    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
+
+
 @byte_cached(max_bytes=32 * MB, max_entries=16, ttl_s=900)
 def _kept_explorer_run(settings: Settings):
-    from ..views import attention_explorer
-
-    module, x, labels = module_and_input(settings)
-    return attention_explorer.run_explorer(module, x, labels, settings)
+    return _run_explorer(settings)
 
 
 def explorer_run(settings: Settings):
     """The explorer's computed view for the settings: kept when light, run afresh (behind the gate) when heavy."""
-    from ..views import attention_explorer
-
     if not is_heavy(settings):
         return _kept_explorer_run(settings)
-    module, x, labels = module_and_input(settings)
-    return attention_explorer.run_explorer(module, x, labels, settings)
+    return _run_explorer(settings)
 
 
 @gated("explorer")

@@ -27,7 +27,8 @@ def cost_spec(settings, wanted_tokens: int, time_budget_s: float = TIME_BUDGET_S
 
 
 def measure_cost(spec: profiling.CostSpec, show_progress: Callable[[float, str], object]) -> profiling.CostReport:
-    """Measure under the gate; a closed tab raises SessionEndedError between measurements, a full gate TimeoutError."""
+    """Measure under the gate; a closed tab raises SessionEndedError between measurements, a full gate
+    ServerBusyError."""
     ended = admission.session_ended()
 
     def progress(done: float, text: str) -> None:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from mha_core import devices
 from mha_core.inputs import BOOK_TEXT, tokenize
+from mha_core.profiling import attention_cells
 from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
 
 from . import budget
@@ -33,7 +34,7 @@ TRAIN_HEAD_CHOICES = (1, 2, 4, 8)  # divisors of TRAIN_D_MODEL
 TRAIN_D_MODEL = 32
 TRAIN_MIN_STEPS, TRAIN_MAX_STEPS = 10, 2000
 # b·h·T² attention cells per kind of matrix: 16 heads × 1024² tokens with batch 1 fits, bigger does not.
-MAX_ATTENTION_CELLS = MAX_HEADS * MAX_TOKENS * MAX_TOKENS
+MAX_ATTENTION_CELLS = attention_cells(1, MAX_HEADS, MAX_TOKENS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -290,9 +291,8 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
     if s.dtype not in devices.available_dtypes(s.device):
         notices.append(f"dtype {s.dtype} is not offered on {s.device}; using float32.")
         s = replace(s, dtype="float32")
-    cells = s.batch_size * s.num_heads * s.num_tokens**2
-    if cells > MAX_ATTENTION_CELLS:
-        fitting = max(1, MAX_ATTENTION_CELLS // (s.num_heads * s.num_tokens**2))
+    if attention_cells(s.batch_size, s.num_heads, s.num_tokens) > MAX_ATTENTION_CELLS:
+        fitting = max(1, MAX_ATTENTION_CELLS // attention_cells(1, s.num_heads, s.num_tokens))
         notices.append(
             f"batch_size={s.batch_size} × {s.num_heads} heads × {s.num_tokens}² tokens is over the "
             f"memory budget of {MAX_ATTENTION_CELLS:,} attention cells; using batch_size={fitting}."

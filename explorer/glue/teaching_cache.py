@@ -4,7 +4,8 @@ Every cache here is keyed on the frozen ``Settings`` and small ints, strings or 
 The views hold built figures, so they live in byte-bounded shared caches (``byte_cache``; shared, never mutated):
 ``st.cache_data`` would pickle them, and plotly validates every figure again when it is unpickled.
 Modules come from ``caches.cached_module`` (shared read-only); anything that changes weights works on a copy
-(see ``mha_core.teaching``). The cached values are the views of ``explorer.teaching``: figures and numbers.
+(see ``mha_core.teaching``). The cached values are runs (``mha_core.runs``, ``mha_core.teaching_runs``) and the
+views drawn from them (``explorer.views``): figures and numbers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from mha_core import circuits, devices, runs, teaching
+from mha_core import circuits, devices, runs, teaching, teaching_runs
 from mha_core.reference import ReferenceReport
 
 from ..views import circuits as circuits_views
@@ -56,10 +57,6 @@ RUN_BYTES = 24 * MB  # a page's computed run is kept only below this
 VIEW_BYTES = 24 * MB  # each view cache's share of byte_cache.TOTAL_BYTES
 
 
-def _module_and_input(settings: Settings):
-    return caches.module_and_input(settings)  # the module is shared: read only
-
-
 @functools.cache
 def _scale_demo() -> teaching.ScaleDemo:
     """The √head_dim chart's numbers: four tiny traced passes, the same for every session and setting."""
@@ -95,9 +92,9 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
 
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
-def _heads_run(settings: Settings) -> tuple[heads_and_references.HeadsRun, list[str]]:
-    module, x, labels = _module_and_input(settings)
-    return heads_and_references.run_heads(module, x), labels
+def _heads_run(settings: Settings) -> tuple[runs.HeadsRun, list[str]]:
+    module, x, labels = caches.module_and_input(settings)
+    return runs.run_heads(module, x), labels
 
 
 @caches.gated("heads")
@@ -113,7 +110,7 @@ def circuits_view(
     settings: Settings, head: int, batch_index: int, token: int, presenter: bool
 ) -> circuits_views.CircuitsView:
     """One head's W_QK and W_OV and one token's sum over heads, from the module's weights and an eval-mode trace."""
-    module, x, labels = _module_and_input(settings)
+    module, x, labels = caches.module_and_input(settings)  # the module is shared: read only
     trace = runs.run_trace(module, x)
     report = circuits.head_report(module, trace, head=head, batch=batch_index, token=token)
     traced = trace.numpy("attn_scores")[batch_index, head]  # (i, j)
@@ -191,8 +188,8 @@ def masks_view(
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _temperature_run(settings: Settings, multiplier: str):
-    module, x, labels = _module_and_input(settings)
-    return knobs_that_teach.run_temperature(module, x, float(multiplier)), labels
+    module, x, labels = caches.module_and_input(settings)
+    return teaching_runs.run_temperature(module, x, float(multiplier)), labels
 
 
 @caches.gated("knobs")
@@ -208,7 +205,7 @@ def _dropout_run(settings: Settings, percent: int, draw: int):
     p = percent / 100
     module = caches.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
     x, labels = runs.build_input(settings.input_spec())
-    return knobs_that_teach.run_dropout(module, x, p, settings.seed + draw), labels
+    return teaching_runs.run_dropout(module, x, p, settings.seed + draw), labels
 
 
 @caches.gated("knobs")
@@ -220,8 +217,8 @@ def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _preset_run(settings: Settings, preset: str):
-    module, x, labels = _module_and_input(settings)
-    return knobs_that_teach.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
+    module, x, labels = caches.module_and_input(settings)
+    return teaching_runs.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
 
 
 @caches.gated("knobs")

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core import book, masks, runs
+from mha_core import book, masks
 from mha_core.book import PRINTED_OUTPUT  # noqa: F401  (for the page)
 from mha_core.listing import init_line
+from mha_core.runs import ExplorerRun
 from mha_core.trace import Trace
 
 from . import figures
@@ -168,41 +169,6 @@ def output_panel(trace: Trace, labels: list[str], *, batch_index: int, presenter
             title=f"output · batch {batch_index}",
             presenter=presenter,
         ),
-    )
-
-
-@dataclass(frozen=True)
-class ExplorerRun:
-    """One forward pass of the explorer's module: its trace and the module's parts the panels draw.
-
-    This is the computed view: every figure of every section, batch element and presentation is drawn from it,
-    so changing only those never runs the module again (see ``caches.explorer_run``).
-    """
-
-    trace: Trace
-    labels: list[str]
-    mask_buffer: torch.Tensor | None  # the book's (context_length, context_length) buffer, 1 = blocked
-    out_proj_weight: np.ndarray  # (d_out, d_out)
-    dropout_shown: bool  # train mode with p > 0: the weights after dropout differ from the weights
-    out_proj_bias: np.ndarray | None = None  # (d_out,)
-
-    @property
-    def cells(self) -> int:
-        """b·h·T² of the run's attention matrices: what its memory grows with."""
-        b, h, i, j = self.trace.info["attn_weights"].shape
-        return b * h * i * j
-
-
-def run_explorer(module, x, labels, settings) -> ExplorerRun:
-    """Run the module once on x (train mode on a private copy, see ``runs.run_trace``)."""
-    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
-    return ExplorerRun(
-        trace=trace,
-        labels=list(labels),
-        mask_buffer=module.mask,
-        out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy(),
-        dropout_shown=settings.train and settings.dropout > 0,
-        out_proj_bias=module.out_proj.bias.detach().float().cpu().numpy(),
     )
 
 

@@ -15,9 +15,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_core import book
+from mha_core.runs import ExplorerRun
 
 from . import figures
-from .attention_explorer import ExplorerRun
 from .panel import Panel
 
 SHOW_DIMS = 8  # vectors are printed with at most this many numbers
@@ -106,7 +106,7 @@ def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) 
                 "x": [keys.index(p) for p in by_key],
                 "y": list(by_key.values()),
                 "marker": {"color": color},
-                "customdata": [figures._escape(names[p]) for p in by_key],
+                "customdata": [figures.escape_label(names[p]) for p in by_key],
                 "hovertemplate": f"head {head.head} · key %{{customdata}}<br>weight used = %{{y:.4f}}<extra></extra>",
             }
         )
@@ -115,7 +115,7 @@ def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) 
         "xaxis": {
             "tickmode": "array",
             "tickvals": list(range(len(keys))),
-            "ticktext": [f"{figures._escape(names[p])} ({p})" for p in keys],
+            "ticktext": [f"{figures.escape_label(names[p])} ({p})" for p in keys],
             "title": {"text": "key"},
         },
         "yaxis": {
@@ -126,9 +126,9 @@ def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) 
         },
         "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},  # right of the plot
     }
-    return figures._finish(
+    return figures.finish_figure(
         {"data": data, "layout": layout},
-        f"weights of query {figures._escape(label)}, per head",
+        f"weights of query {figures.escape_label(label)}, per head",
         presenter,
         height=round(360 * (1.25 if presenter else 1.0)),
     )
@@ -184,7 +184,7 @@ def contributions_figure(
         "yaxis": {"title": {"text": "value"}, "showgrid": True, "gridcolor": figures.GRID_COLOR, "zeroline": True},
         "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},  # right of the plot
     }
-    return figures._finish(
+    return figures.finish_figure(
         {"data": data, "layout": layout},
         "output = Σ heads' contributions + bias",
         presenter,

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_core.runs import ExplorerRun
+
 from . import figures
-from .attention_explorer import ExplorerRun
 from .panel import Panel
 
 # (lowest weight, opacity, line width): a weight falls in the last band whose lowest weight it reaches
@@ -110,7 +111,7 @@ def _legend_trace(head: int, color: str) -> dict:
 def _token_traces(weights: np.ndarray, labels: list[str], text: bool) -> list:
     """The queries' and keys' markers (labelled when ``text``); a query's hover names each head's strongest key."""
     h, t, _ = weights.shape
-    escaped = [figures._escape(label) for label in labels]
+    escaped = [figures.escape_label(label) for label in labels]
     hover = []
     for i in range(t):
         best = [
@@ -171,7 +172,7 @@ def head_view_figure(
     }
     k = top_k(h, t)
     subtitle = "line strength = attention weight" + (f" · each query's top {k} keys per head" if k else "")
-    return figures._finish(
+    return figures.finish_figure(
         {"data": data, "layout": layout}, title, presenter, subtitle=subtitle, height=height, above_plot_px=30
     )
 

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core import heads
 from mha_core.reference import ReferenceReport
-from mha_core.trace import Trace, trace_forward
+from mha_core.runs import HeadsRun
 
 from . import figures
 from .panel import Panel, caption, rows_and_columns, shape_text, to_numpy, token_heads_panel
@@ -32,20 +31,6 @@ class HeadsView:
     panels: tuple[Panel, ...]  # separate heads, the batched module, their difference
     max_abs_diff: dict[str, float]  # mha_core.heads.separate_heads' own numbers, by step
     weights_diff_per_head: tuple[float, ...]  # max |separate − batched| of each head's weights, this batch element
-
-
-@dataclass(frozen=True)
-class HeadsRun:
-    """Every head run on its own and the batched module on the same input: what the heads view draws from."""
-
-    separate: heads.SeparateHeads
-    batched: Trace
-
-
-def run_heads(module, x: torch.Tensor) -> HeadsRun:
-    weight = module.W_query.weight
-    x = x.to(device=weight.device, dtype=weight.dtype)
-    return HeadsRun(heads.separate_heads(module, x), trace_forward(module, x))
 
 
 def build_heads_view(run: HeadsRun, labels: list[str], *, batch_index: int, presenter: bool) -> HeadsView:

@@ -14,6 +14,8 @@ import torch
 from mha_core.listing import listing_statement
 from mha_core.trace import Trace
 
+from . import figures
+
 
 @dataclass(frozen=True)
 class Panel:
@@ -52,7 +54,7 @@ def caption(trace: Trace, step: str, axes: str, note: str = "") -> str:
 
 
 def head_names(h: int) -> list[str]:
-    """Panel and legend names "head 0", "head 1", …: and legend names, numbered from 0 as in the tensors."""
+    """Subplot and legend names "head 0", "head 1", …, numbered from 0 as in the tensors."""
     return [f"head {k}" for k in range(h)]
 
 
@@ -82,8 +84,6 @@ def token_heads_panel(
     zmax: float | None = None,
 ) -> Panel:
     """(h, T, T) values of one sequence, one heatmap per head, tokens on both axes: how every page draws them."""
-    from . import figures  # figures does not import panel; imported here to keep panel.py light for its users
-
     return Panel(
         key,
         title,

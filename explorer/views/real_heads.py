@@ -17,7 +17,7 @@ from mha_core.head_scores import KINDS
 from mha_core.model_heads import HeadProbe, TextReading
 
 from . import figures
-from .figures.style import _SEQUENTIAL, _escape, _finish, _font
+from .figures.style import _SEQUENTIAL, _font, escape_label, finish_figure
 from .panel import Panel, shape_text
 
 KIND_TEXT = {  # what each kind of head does, in a sentence a student can say back
@@ -80,7 +80,7 @@ def model_view_figure(weights: np.ndarray, labels: list[str], *, title: str, pre
     num_layers, num_heads, num_tokens, _ = weights.shape
     side, gap, left, plot_px = _grid_geometry(num_layers, num_heads, presenter)
     width = MODEL_VIEW_PX
-    names = [f"{i} {_escape(label)}" for i, label in enumerate(labels)]
+    names = [f"{i} {escape_label(label)}" for i, label in enumerate(labels)]
     data, layout, notes = [], {}, []
     for layer in range(num_layers):
         for head in range(num_heads):
@@ -102,7 +102,7 @@ def model_view_figure(weights: np.ndarray, labels: list[str], *, title: str, pre
             "colorbar": {"title": {"text": "weight"}, "thickness": 14, "len": min(1.0, 400 / plot_px)},
         },
     }
-    return _finish(
+    return finish_figure(
         {"data": data, "layout": layout}, title, presenter, plot_px=round(plot_px), above_plot_px=_font(presenter, 1.6)
     )
 
@@ -199,7 +199,7 @@ def scores_figure(probe: HeadProbe, *, presenter: bool = False):
             "colorbar": {"title": {"text": "score"}, "thickness": 14, "lenmode": "pixels", "len": 140},
         },
     }
-    return _finish(
+    return finish_figure(
         {"data": data, "layout": layout},
         "Each head's score, by kind",
         presenter,
@@ -228,7 +228,8 @@ def top5_figure(reading: TextReading, *, presenter: bool = False):
     return figures.bar_chart(
         [f"“{label}”" for label in reading.top_labels],
         reading.top_probs,
-        title=f"What comes after “{_escape(reading.labels[-1])}”? The {len(reading.top_ids)} most likely next tokens",
+        title=f"What comes after “{escape_label(reading.labels[-1])}”? "
+        f"The {len(reading.top_ids)} most likely next tokens",
         y_title="probability",
         presenter=presenter,
     )
@@ -328,7 +329,7 @@ def about_lines(name: str, record: dict, facts) -> list[str]:
     ]
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     training = [
-        f"{_escape(k)} {_escape(recipe[k])}"
+        f"{escape_label(k)} {escape_label(recipe[k])}"
         for k in ("steps", "batch_size", "lr", "warmup", "weight_decay")
         if k in recipe
     ]
@@ -336,13 +337,13 @@ def about_lines(name: str, record: dict, facts) -> list[str]:
     if training:
         seen = f" on {tokens['train']:,} tokens" if isinstance(tokens, dict) and "train" in tokens else ""
         repeats = (
-            f"; the first {_escape(recipe['induction_warmup'])} steps on random tokens ending with a segment "
-            f"repeated (the Trained heads page's induction task), then {_escape(recipe['repeat_rows'])} such rows "
+            f"; the first {escape_label(recipe['induction_warmup'])} steps on random tokens ending with a segment "
+            f"repeated (the Trained heads page's induction task), then {escape_label(recipe['repeat_rows'])} such rows "
             "beside the text in every step, so copying what followed a token's earlier occurrence pays"
             if isinstance(recipe.get("induction_warmup"), int) and isinstance(recipe.get("repeat_rows"), int)
             else ""
         )
-        where = _escape(corpus) if corpus else "Python's documentation"
+        where = escape_label(corpus) if corpus else "Python's documentation"
         lines.append(f"Recipe: AdamW{seen} ({where}), {', '.join(training)}{repeats}.")
     held_out = _number(record, "heldout_loss", "held_out_loss", "val_loss", "test_loss")
     unigram = _number(record, "unigram_heldout_loss", "unigram_loss", "unigram_baseline")

@@ -12,6 +12,7 @@ from harness import chromium
 from harness.chromium import CHROMIUM_FLAGS
 from harness.server import StreamlitServer
 
+from ..system_deps import unavailable
 from .helpers import SCREENSHOTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,9 +52,9 @@ def _install_playwright_chromium() -> None:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as error:
-        pytest.fail(f"No Chromium here, and `{' '.join(command[1:])}` failed: {error}. {INSTALL_HELP}")
+        unavailable(f"No Chromium here, and `{' '.join(command[1:])}` failed: {error}. {INSTALL_HELP}")
     if done.returncode != 0:
-        pytest.fail(
+        unavailable(
             f"No Chromium here, and `python -m playwright install chromium` failed "
             f"({done.returncode}): {(done.stderr or done.stdout)[-1500:]}\n{INSTALL_HELP}"
         )
@@ -62,7 +63,8 @@ def _install_playwright_chromium() -> None:
 def launch_chromium(playwright, executable: str | None):
     """Debian's Chromium where there is one (CI installs it); else Playwright's, installed on first use.
 
-    Never a skip: a machine without a browser either gets one or fails saying exactly what to install.
+    Never a skip in CI: there a machine without a browser either gets one or fails saying what to install; elsewhere
+    the browser tests skip, saying the same (system_deps.unavailable).
     """
     if executable:
         return chromium.launch(playwright, executable)
@@ -77,7 +79,7 @@ def launch_chromium(playwright, executable: str | None):
     try:
         return playwright.chromium.launch(args=CHROMIUM_FLAGS)
     except Error as error:  # installed, but its system libraries are missing
-        pytest.fail(f"Playwright's Chromium was installed but does not start: {error}\n{INSTALL_HELP}")
+        unavailable(f"Playwright's Chromium was installed but does not start: {error}\n{INSTALL_HELP}")
 
 
 @pytest.fixture(scope="session")

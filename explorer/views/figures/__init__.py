@@ -20,7 +20,7 @@ Conventions shared by every builder:
 * ``presenter=True`` makes every font about 1.6× larger, for a projector.
 * ``fig.layout.meta["filename"]`` names the PNG that plotly's toolbar downloads. In Streamlit::
 
-      st.plotly_chart(fig, theme=None, config=png_config_for(fig))
+      st.plotly_chart(fig, theme="streamlit", config=png_config_for(fig))  # as explorer.glue.boundary does
 
 Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, with role one of
 "values", "masked", "nan" or "legend", so that tests and pages can find traces without relying on order.
@@ -29,13 +29,11 @@ Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, 
 from __future__ import annotations
 
 from .diagrams import RESHAPE_STAGES, reshape_figure
-from .downsample import _block_reduce, _color_range, _colorbar_ticks, weights_top
+from .downsample import weights_top
 from .heatmap_layout import FULL_FIGURE_PX
-from .heatmap_layout import subplot_grid as _subplot_grid
 from .heatmaps import heads_heatmap, matrix_heatmap
 from .lines import bar_chart, line_chart
 from .style import (
-    _KINDS,
     ALLOWED_COLOR,
     BASE_FONT_SIZE,
     DISPLAY_CELL_BUDGET,
@@ -49,10 +47,10 @@ from .style import (
     NAN_COLOR,
     NARROW_FIGURE_PX,
     PRESENTER_SCALE,
-    _escape,
-    _finish,
     decode_array,
+    escape_label,
     figure_nbytes,
+    finish_figure,
     head_colors,
     png_config,
     png_config_for,
@@ -75,13 +73,8 @@ __all__ = [
     "NARROW_FIGURE_PX",
     "PRESENTER_SCALE",
     "RESHAPE_STAGES",
-    "_KINDS",
-    "_block_reduce",
-    "_color_range",
-    "_colorbar_ticks",
-    "_escape",
-    "_finish",
-    "_subplot_grid",
+    "escape_label",
+    "finish_figure",
     "bar_chart",
     "decode_array",
     "figure_nbytes",

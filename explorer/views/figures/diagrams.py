@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap_layout import DIGIT_WIDTH, FULL_FIGURE_PX
-from .style import _finish, _font, _labels, _short, _text_color_on, _tint, head_colors, text_px
+from .style import _font, _labels, _short, _text_color_on, _tint, finish_figure, head_colors, text_px
 
 RESHAPE_STAGES = ("flat", "view", "transpose")
 _RESHAPE_MAX_TOKENS = 8
@@ -212,7 +212,7 @@ def reshape_figure(
         "shapes": shapes,
         "annotations": annotations,
     }
-    return _finish(
+    return finish_figure(
         {"data": [cells], "layout": layout},
         title or _default_title(stage, T, h, hd),
         presenter,

@@ -33,12 +33,12 @@ from .style import (
     MAX_TICKS,
     NAN_COLOR,
     _axis_ticks,
-    _escape,
-    _finish,
     _font,
     _labels,
     _short,
     _text_color_on,
+    escape_label,
+    finish_figure,
     head_colors,
     text_px,
 )
@@ -198,7 +198,7 @@ def _heatmap_figure(
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
         above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
-    return _finish(
+    return finish_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
@@ -249,7 +249,7 @@ def heads_heatmap(
         col_labels,
         title=title,
         kind=kind,
-        panel_names=[_escape(n) for n in names],
+        panel_names=[escape_label(n) for n in names],
         zmin=zmin,
         zmax=zmax,
         hover_exact_limit=hover_exact_limit,
@@ -377,7 +377,7 @@ def _band_columns(
         x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
         shapes.append(_band_shape(k, x0, x1, band_px, color))
         label = next(
-            (text for text in (_escape(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
+            (text for text in (escape_label(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
         )
         if label is not None:
             annotations.append(_band_label(label, (x0 + x1) / 2, band_px, color, presenter))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import GRID_COLOR, _escape, _finish, _font, head_colors
+from .style import GRID_COLOR, _font, escape_label, finish_figure, head_colors
 
 
 def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
@@ -71,7 +71,7 @@ def _line(name: str, xs, ys, k: int, color: str, reference: bool, mode: str, hov
             "line": {"color": color, "width": width, "dash": DASHES[k % len(DASHES)]},
             "marker": {"size": 8, "symbol": SYMBOLS[k % len(SYMBOLS)]},
         }
-    return {"type": "scatter", "x": list(xs), "y": list(ys), "name": _escape(name), "hovertemplate": hover} | style
+    return {"type": "scatter", "x": list(xs), "y": list(ys), "name": escape_label(name), "hovertemplate": hover} | style
 
 
 def line_chart(
@@ -97,7 +97,7 @@ def line_chart(
     for color, (name, ys) in zip(colors, series.items(), strict=True):
         if len(ys) != len(xs):
             raise ValueError(f"series {name!r} has {len(ys)} values for {len(xs)} xs")
-        hover = f"{_escape(name)}<br>{x_title} = %{{x}}<br>{y_title} = %{{y:.4g}}<extra></extra>"
+        hover = f"{escape_label(name)}<br>{x_title} = %{{x}}<br>{y_title} = %{{y:.4g}}<extra></extra>"
         reference = name in references
         data.append(_line(name, xs, ys, k, color, reference, mode, hover))
         k += not reference
@@ -109,7 +109,7 @@ def line_chart(
         "legend": {"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
         "hovermode": "x unified",
     }
-    return _finish(
+    return finish_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
@@ -130,7 +130,7 @@ def bar_chart(
     """One bar per label, its value printed above it. Bars sit at numeric positions, so duplicate labels stay apart."""
     if len(labels) != len(values):
         raise ValueError(f"{len(labels)} labels for {len(values)} values")
-    texts = [_escape(label) for label in labels]
+    texts = [escape_label(label) for label in labels]
     bars = {
         "type": "bar",
         "x": list(range(len(values))),
@@ -146,7 +146,7 @@ def bar_chart(
         "xaxis": {"tickmode": "array", "tickvals": list(range(len(values))), "ticktext": texts, "showgrid": False},
         "yaxis": {"title": {"text": y_title}, "showgrid": True, "gridcolor": GRID_COLOR, "rangemode": "tozero"},
     }
-    return _finish(
+    return finish_figure(
         {"data": [bars], "layout": layout},
         title,
         presenter,

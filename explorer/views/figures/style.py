@@ -1,4 +1,4 @@
-"""House style shared by every builder: fonts, colour scales per kind of tensor, labels, ticks, and ``_finish``.
+"""House style shared by every builder: fonts, colour scales per kind of tensor, labels, ticks, and ``finish_figure``.
 
 Colour scales, chosen to read for colour-blind viewers and on a light or a dark page:
 
@@ -128,7 +128,7 @@ def _slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80] or "figure"
 
 
-def _escape(label: object) -> str:
+def escape_label(label: object) -> str:
     """Token text is shown as plotly pseudo-HTML; a token such as "<|endoftext|>" must not be read as a tag."""
     return html.escape(str(label), quote=False)
 
@@ -138,7 +138,7 @@ def _labels(labels: Sequence[object] | None, n: int, what: str) -> list[str]:
         return [str(k) for k in range(n)]
     if len(labels) != n:
         raise ValueError(f"{len(labels)} {what} labels for {n} {what}s")
-    return [_escape(label) for label in labels]
+    return [escape_label(label) for label in labels]
 
 
 def _nice_step(raw: float) -> float:
@@ -152,7 +152,7 @@ def _nice_step(raw: float) -> float:
 def _short(label: str, limit: int = TICK_LABEL_CHARS) -> str:
     """An escaped label cut to limit characters for an axis (cut before escaping, so no entity is split)."""
     plain = html.unescape(label)
-    return label if len(plain) <= limit else _escape(plain[: limit - 1] + "…")
+    return label if len(plain) <= limit else escape_label(plain[: limit - 1] + "…")
 
 
 def _tick_positions(n: int, max_ticks: int = MAX_TICKS) -> list[int]:
@@ -193,7 +193,7 @@ def _font(presenter: bool, factor: float = 1.0) -> int:
     return round(BASE_FONT_SIZE * factor * (PRESENTER_SCALE if presenter else 1.0))
 
 
-def _finish(
+def finish_figure(
     spec: dict,
     title: str,
     presenter: bool,
@@ -278,7 +278,7 @@ _NO_TEMPLATE = {"data": {"scatter": [{"type": "scatter"}]}}
 
 
 def to_figure(spec: dict) -> go.Figure:
-    """A figure object around a figure dict, without plotly's per-property validation (see ``_finish``)."""
+    """A figure object around a figure dict, without plotly's per-property validation (see ``finish_figure``)."""
     return go.Figure(spec, _validate=False)
 
 
