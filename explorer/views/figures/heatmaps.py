@@ -82,18 +82,21 @@ def _labels_px(row_labels: list[str], presenter: bool) -> float:
 
 
 COLORBAR_LEN = 0.75  # of the plot's height: the rest is for the masked/NaN legend below it
+MIN_BAR_LINES = 3  # a bar holds at least this many lines of tick text (a short plot's bar reaches below it)
 
 
-def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, bar_ticks: int) -> dict:
+def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, bar: tuple[float, int]) -> dict:
     """The one colour axis of a figure, with its bar's ends labelled (the top says "≥" when values go above).
 
-    bar_ticks: how many labels fit along the bar, one a line of text.
+    bar: its length in px and how many labels fit along it, one a line of text.
     """
     spec = _KINDS[kind]
+    bar_px, bar_ticks = bar
     colorbar: dict = {
         "title": {"text": spec.value_name},
         "thickness": 18,
-        "len": COLORBAR_LEN,
+        "lenmode": "pixels",
+        "len": bar_px,
         "y": 1,
         "yanchor": "top",
     }
@@ -191,8 +194,11 @@ def _heatmap_figure(
     data = [trace for k in range(h) for trace in _head_traces(z, shown, k, lo, hi, _name(panel_names, k), look)]
     _grid_axes(layout, (h, n_rows, n_cols), size, (short_rows, short_cols), (row_title, col_title), shown, presenter)
     clipped_top = kind == "weights" and clipped_above(z, hi)
-    bar_ticks = min(7, int(COLORBAR_LEN * plot_px // (1.5 * _font(presenter))))
-    layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top, bar_ticks)
+    line_px = 1.5 * _font(presenter)
+    # plotly's colour bar length holds its title and 2 × 10 px of padding too: a 2-row matrix's bar still reads
+    bar_px = max(COLORBAR_LEN * plot_px, (MIN_BAR_LINES + 1) * line_px + 20)
+    ticks = max(2, min(7, int((bar_px - line_px - 20) // line_px)))
+    layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top, (bar_px, ticks))
     data += _swatches(data, look["masked_label"], presenter)
     layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
@@ -204,7 +210,7 @@ def _heatmap_figure(
         presenter,
         subtitle=shown.subtitle,
         plot_px=plot_px,
-        below_px=below_plot_px(presenter),
+        below_px=below_plot_px(presenter) + max(0, round(bar_px - plot_px)),
         above_plot_px=above_plot_px,
     )
 
