@@ -57,6 +57,7 @@ PARTS = {
         "test_layers.py",
         "test_lint.py",
         "test_markers.py",
+        "test_readme_architecture.py",
         "test_system_deps.py",
     ),
 }
