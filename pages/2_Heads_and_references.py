@@ -8,7 +8,7 @@
 import streamlit as st
 
 from explorer.glue import boundary, caches, sidebar, teaching_cache, url
-from explorer.views import circuits, heads_and_references
+from explorer.views import head_circuits, heads_and_references
 
 st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")
 
@@ -59,8 +59,8 @@ def circuits_part(settings, batch_index: int, presenter: bool) -> dict[str, int]
     head, token = int(st.session_state.circuits_head), int(st.session_state.circuits_token)
     view = teaching_cache.circuits_view(settings, head, batch_index, token, presenter)
     if not presenter:
-        st.markdown(circuits.INTRO)
-        st.caption(circuits.SCALE_NOTE + " " + circuits.RANK_NOTE)
+        st.markdown(head_circuits.INTRO)
+        st.caption(head_circuits.SCALE_NOTE + " " + head_circuits.RANK_NOTE)
     m1, m2 = st.columns(2)
     m1.metric(f"max |x W_QK xᵀ − attn_scores|, head {head}", f"{view.scores_diff:.1e}")
     m2.metric("max |Σ_h Aʰ X W_OVʰᵀ + b − output|", f"{view.output_diff:.1e}")

@@ -17,6 +17,12 @@ LARGEST = dict(num_heads="16", d_out="1024", num_tokens="1024", input="random", 
 WORST = LARGEST | dict(d_in="1024", dtype="float64", train="true", dropout="0.5")
 
 
+def test_a_warm_server_full_caches_and_one_job_that_errs_low_by_a_quarter_fit_the_smallest_server():
+    held = budget.WARM_BYTES + budget.CACHE_BYTES + budget.ESTIMATE_ERROR * budget.JOB_BYTES
+    assert held <= budget.SMALLEST_SERVER_BYTES, held / budget.MB
+    assert budget.CACHE_BYTES == byte_cache.TOTAL_BYTES
+
+
 def test_an_estimate_counts_the_dtype_train_mode_and_dropout():
     base = replace(parse_query(LARGEST)[0], num_tokens=256, context_length=256)
 

@@ -180,7 +180,7 @@ def test_bad_max_tokens_in_the_url_is_explained_and_replaced(raw):
 def test_over_budget_settings_are_measured_at_the_nearest_length_that_fits():
     at = page(num_heads="16", d_out="1024", d_in="1024", batch_size="8", max_tokens="1024")
     assert not at.exception
-    # 4.3 × 8 · 16 · 256² cells × 4 B = 144 MiB, + 60 B × 1024² of weights + 12 MiB = 216 MiB is over the 196 MiB
+    # 4.3 × 8 · 16 · 256² cells × 4 B = 144 MiB, + 60 B × 1024² of weights + 12 MiB = 216 MiB is over the 200 MiB
     # budget; at 128 tokens, 108 MiB fits
     assert (
         budget.cost_bytes(8, 16, 64, 256, "float32") > budget.JOB_BYTES >= budget.cost_bytes(8, 16, 64, 128, "float32")

@@ -56,6 +56,8 @@ def test_each_page_at_the_worst_link_stays_in_the_goal_and_its_estimate_is_withi
         for warm_page in dict.fromkeys(["", page]):  # the explorer and this page at their defaults: their imports
             with Session(fresh.port, page=warm_page) as session:
                 session.run()
+                if press is not None:  # and its first results, which stay at any size (harness.visits.warm_up)
+                    session.run([session.widget(press, trigger_value=True)])
         seen = visit(fresh, page, WORST | extra, press=press)
     assert seen.result.ok, seen.result.errors
     assert seen.peak_mb <= GOAL_MB, f"{page or 'explorer'} peaked at {seen.peak_mb:.0f} MB"
@@ -63,7 +65,7 @@ def test_each_page_at_the_worst_link_stays_in_the_goal_and_its_estimate_is_withi
     measured = seen.added_mb
     print(f"{name}: peak {seen.peak_mb:.0f} MB, +{measured:.0f} MB measured, {estimate:.0f} estimated")
     if name != "masks":  # the masks page is small at any setting: its peak is noise around a few MB
-        assert 0.75 * measured <= estimate <= 1.25 * measured, (measured, estimate)
+        assert 0.75 * measured <= estimate and measured <= budget.ESTIMATE_ERROR * estimate, (measured, estimate)
         notice = "memory budget" if page == "Cost" else "MB one run may use"
         assert any(notice in w for w in seen.result.warnings), seen.result.warnings
     if press is not None:

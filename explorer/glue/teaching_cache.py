@@ -18,8 +18,7 @@ import streamlit as st
 from mha_core import circuits, devices, runs, teaching, teaching_runs
 from mha_core.reference import ReferenceReport
 
-from ..views import circuits as circuits_views
-from ..views import heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
+from ..views import head_circuits, heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
 from . import caches, url
 from .byte_cache import MB, byte_cached
 from .settings import Settings
@@ -108,13 +107,13 @@ def heads_view(settings: Settings, batch_index: int, presenter: bool) -> heads_a
 @byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def circuits_view(
     settings: Settings, head: int, batch_index: int, token: int, presenter: bool
-) -> circuits_views.CircuitsView:
+) -> head_circuits.CircuitsView:
     """One head's W_QK and W_OV and one token's sum over heads, from the module's weights and an eval-mode trace."""
     module, x, labels = caches.module_and_input(settings)  # the module is shared: read only
     trace = runs.run_trace(module, x)
     report = circuits.head_report(module, trace, head=head, batch=batch_index, token=token)
     traced = trace.numpy("attn_scores")[batch_index, head]  # (i, j)
-    return circuits_views.build_circuits_view(
+    return head_circuits.build_circuits_view(
         report, traced, labels, batch_index=batch_index, token=token, presenter=presenter
     )
 
