@@ -50,7 +50,7 @@ FACTORS: dict[str, tuple[float, float, float]] = {
 # The Cost measurement's weights, per d_model² element (d_in = d_out = d_model): six copies in the run's dtype (the
 # module's four matrices, nn.MultiheadAttention's copy) and nine float32 ones (initialised in float32, then cast).
 # Measured: 1024 wide, +84 MB in float64 and +60 MB in float32 at T = 128; the worst link within a quarter (tests/
-# test_memory_budget.py: +146 MB measured, 130 estimated in float64 at 256 tokens; +144, 141 in float32 at 512).
+# test_memory_budget.py: +122 MB measured, 130 estimated in float64 at 256 tokens; +129, 141 in float32 at 512).
 COST_WEIGHT_COPIES, COST_WEIGHT_FLOAT32 = 6, 9
 PAGE_NAMES = {
     "explorer": "The explorer",
