@@ -145,6 +145,28 @@ def test_an_all_zero_difference_has_a_plain_colour_bar():
     assert all(not re.search(r"[a-zµ]$", t) for t in tiny.layout.coloraxis.colorbar.ticktext)
 
 
+def test_a_float_noise_difference_is_grey_equal_to_rounding_with_its_size_printed():
+    """Seen: separate − batched (6e-8) at full red–blue saturation, its "0.00" cells dark blue."""
+    module = runs.build_module(Settings().module_spec())
+    x, labels = runs.build_input(Settings().input_spec())
+    view = heads_and_references.build_heads_view(runs.run_heads(module, x), labels, batch_index=0, presenter=True)
+    fig = next(p.figure for p in view.panels if p.key == "heads_difference")
+    colours = {c for _, c in fig.layout.coloraxis.colorscale}
+    assert colours == {style.ROUNDING_COLOR}  # one grey: nothing saturated
+    assert "equal to" in fig.layout.coloraxis.colorbar.title.text and "rounding" in fig.layout.title.subtitle.text
+    assert re.search(r"≤ (0|\d(\.\d)?e-0\d):", fig.layout.title.subtitle.text)  # the magnitude: "≤ 0", "≤ 6e-08"
+    noise = F.heads_heatmap(
+        np.full((2, 4, 4), 6e-8) * np.array([1, -1])[:, None, None], None, None, title="d", kind="difference"
+    )
+    assert "≤ 6e-08:" in noise.layout.title.subtitle.text and "6e-08" in noise.layout.coloraxis.colorbar.title.text
+    assert {c for _, c in noise.layout.coloraxis.colorscale} == {style.ROUNDING_COLOR}
+    for trace in fig.data:
+        if (trace.meta or {}).get("role") == "values" and trace.texttemplate:
+            assert trace.texttemplate == "%{z:.0e}"  # "6e-08", never "0.00"
+    real = F.heads_heatmap(np.full((1, 3, 3), 0.3), None, None, title="d", kind="difference")
+    assert len({c for _, c in real.layout.coloraxis.colorscale}) > 2  # a real difference keeps red–blue
+
+
 # --- 2. sizes from the content, labels that fit -------------------------------------------------------------------
 
 

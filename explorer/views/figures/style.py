@@ -33,6 +33,7 @@ PRESENTER_SCALE = 1.6
 MASKED_COLOR = "#7f7f7f"  # mid grey: no grey on viridis, and darker than RdBu's white middle
 NAN_COLOR = "#ff00ff"  # magenta: on none of the colour scales used here
 ALLOWED_COLOR = "#2166ac"  # the blue end of RdBu
+ROUNDING_COLOR = "#c8c8c8"  # light grey: a difference that is float rounding, "equal" (lighter than MASKED_COLOR)
 
 HOVER_EXACT_LIMIT = 150_000  # h * i * j cells; above it, heatmaps are downsampled and hover has no values
 HOVER_TOKENS_LIMIT = 8_192  # h * i * j cells; above it, hover names positions but not their tokens
