@@ -163,7 +163,7 @@ def head_view_figure(
         data.append(_legend_trace(k, color))
     text = t <= TEXT_TOKENS
     data += _token_traces(weights, labels, text)
-    height = min(1600, max(320, 26 * t + 120)) if text else 900
+    height = max(min(1600, max(320, 26 * t + 120)) if text else 900, figures.legend_px(h, presenter) + 150)
     layout = {
         "xaxis": {"visible": False, "range": [-0.6, 1.6], "fixedrange": True},
         "yaxis": {"visible": False, "autorange": "reversed"},
