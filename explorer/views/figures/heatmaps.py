@@ -15,15 +15,15 @@ from .heatmap_layout import (
     PanelSize,
     below_plot_px,
     cell_text_fits,
-    clear_of_next_panel,
-    panel_size,
+    labelled_grid,
     row_gap_px,
     side_px,
     subplot_grid,
-    x_tick_count,
+    tick_text_px,
+    x_ticks,
     y_tick_count,
 )
-from .heatmap_traces import _as_heads, _grid, _head_traces, _hover, _legend_swatch, _shown, _widest_value
+from .heatmap_traces import _as_heads, _head_traces, _hover, _legend_swatch, _shown, _widest_value
 from .style import (
     _CODE_MAX,
     _KINDS,
@@ -44,13 +44,15 @@ from .style import (
 )
 
 
-def _axes(layout: dict, h: int, n_rows: int, n_cols: int, ticks: tuple[dict, dict], titles: tuple[str, str], clip):
-    """Every panel's axes: upright thinned tick labels, row 0 at the top, titles on the outer panels only."""
+def _axes(layout: dict, grid: tuple[int, int, int], ticks: tuple[dict, dict], titles: tuple[str, str], clip, angle):
+    """Every panel's axes: tick labels (every one up to 32, turned by ``angle``), row 0 at the top, titles on the
+    outer panels only. ``grid``: heads, rows, columns."""
+    h, n_rows, n_cols = grid
     axis = {"type": "linear", "showgrid": False, "zeroline": False, "ticks": "outside"}
     for k in range(h):
         r, c = divmod(k, n_cols)
         suffix = "" if k == 0 else str(k + 1)
-        x_axis = layout[f"xaxis{suffix}"] | axis | ticks[0] | {"tickangle": 0} | clip[0]
+        x_axis = layout[f"xaxis{suffix}"] | axis | ticks[0] | {"tickangle": angle} | clip[0]
         if r == n_rows - 1 or k + n_cols >= h:
             x_axis["title"] = {"text": titles[1]}
         # row 0 at the top (autorange reversed), as in a printed matrix
@@ -155,14 +157,13 @@ def _name(panel_names: list[str] | None, k: int) -> str:
 
 
 def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels, titles, shown, presenter) -> None:
-    """Ticks and titles on every panel's axes (``grid`` = heads, rows, columns; ``labels`` = rows', columns')."""
+    """Ticks and titles on every panel's axes (``grid`` = heads, rows, columns; ``labels`` = rows' labels, and the
+    x ticks with whether they are turned)."""
     h, n_rows, n_cols = grid
-    short_rows, short_cols = labels
-    x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
+    short_rows, (x_axis_ticks, turned) = labels
     y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
-    x_axis_ticks = clear_of_next_panel(_axis_ticks(short_cols, x_ticks), n_cols, size, presenter)
     ticks = (x_axis_ticks, _axis_ticks(short_rows, y_ticks))
-    _axes(layout, h, n_rows, n_cols, ticks, titles, (shown.clip_x, shown.clip_y))
+    _axes(layout, grid, ticks, titles, (shown.clip_x, shown.clip_y), -90 if turned else 0)
     if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
         _square_cells(layout, h, n_cols, size, short_rows, presenter)
 
@@ -201,23 +202,26 @@ def _heatmap_figure(
     rows, cols = _labels(row_labels, i, row_title), _labels(col_labels, j, col_title)
     lo, hi = _color_range(z, _KINDS[kind], kind, zmin, zmax)
     shown = _shown(z, kind, hover_exact_limit)
-    n_rows, n_cols = _grid(h)
     short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
-    size = panel_size(i, j, n_cols, presenter, width_px, _labels_px(short_rows, presenter))
+    n_rows, n_cols, size = labelled_grid(h, i, j, presenter, width_px, _labels_px(short_rows, presenter))
+    x_axis, turned = x_ticks(size, short_cols, n_cols, presenter)
+    ticks_px = tick_text_px(x_axis["ticktext"], turned, presenter)
     hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
     noise = rounding_noise(z, kind, zmin, zmax)
     widest = _widest_value(z) if noise is None else "-0e-00"
     show_text = shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, widest, presenter)
     look = _look(kind, (row_title, col_title), hover, customdata, show_text, presenter)
     look["text_template"] = "%{z:.2f}" if noise is None else "%{z:.0e}"  # float noise reads "6e-08", not "0.00"
-    gap = row_gap_px(presenter, bool(panel_names))
+    gap = row_gap_px(presenter, bool(panel_names), ticks_px)
     plot_px = n_rows * size.height + (n_rows - 1) * gap
     v_space = gap / plot_px if n_rows > 1 else None
     layout = subplot_grid(
         n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square and shown.exact
     )
     data = [trace for k in range(h) for trace in _head_traces(z, shown, k, lo, hi, _name(panel_names, k), look)]
-    _grid_axes(layout, (h, n_rows, n_cols), size, (short_rows, short_cols), (row_title, col_title), shown, presenter)
+    _grid_axes(
+        layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), (row_title, col_title), shown, presenter
+    )
     bar_px = _colour_bar(layout, z, kind, (lo, hi), shown.exact, plot_px, presenter, noise)
     data += _swatches(data, look["masked_label"], presenter)
     layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
@@ -230,7 +234,7 @@ def _heatmap_figure(
         presenter,
         subtitle=_noise_note(noise, shown.subtitle),
         plot_px=plot_px,
-        below_px=below_plot_px(presenter) + max(0, round(bar_px - plot_px)),
+        below_px=below_plot_px(presenter, ticks_px) + max(0, round(bar_px - plot_px)),
         above_plot_px=above_plot_px,
     )
 

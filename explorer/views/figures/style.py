@@ -40,7 +40,8 @@ HOVER_TOKENS_LIMIT = 8_192  # h * i * j cells; above it, hover names positions b
 DISPLAY_CELL_BUDGET = 160_000  # cells sent for all heads together once downsampled
 MAX_BLOCKS_PER_AXIS = 200  # a downsampled head is at most 200 × 200 cells
 MIN_BLOCKS_PER_AXIS = 48
-MAX_TICKS = 16  # labelled positions per axis at most; fewer when fewer fit (see heatmap_layout)
+MAX_TICKS = 16  # labelled positions per axis at most beyond ALL_LABELS_UP_TO; fewer when fewer fit (heatmap_layout)
+ALL_LABELS_UP_TO = 32  # up to this many tokens every one is labelled (labels turn, panels wrap to make room)
 TICK_LABEL_CHARS = 14  # a longer token is cut to this many characters (with "…") on an axis; hover has it whole
 MAX_PANEL_COLUMNS = 4
 
@@ -184,13 +185,23 @@ def _short(label: str, limit: int = TICK_LABEL_CHARS) -> str:
 
 
 def _tick_positions(n: int, max_ticks: int = MAX_TICKS) -> list[int]:
-    """Every position when at most max_ticks fit, else every 2nd, 5th, 10th, 20th, ...: at most max_ticks."""
-    if n <= max_ticks:
+    """Every position up to ``ALL_LABELS_UP_TO``; beyond, every 2nd, 5th, 10th, 20th, … and always the last.
+
+    At most max(2, max_ticks) positions; the first and the last are always labelled (a 64-token axis ended at 60).
+    """
+    if n <= ALL_LABELS_UP_TO:
         return list(range(n))
-    raw = n / max_ticks
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)  # integers: no 2.5
-    return list(range(0, n, max(1, int(step))))
+    most = max(2, max_ticks)
+    power = 10 ** math.floor(math.log10(max(1.0, (n - 1) / most)))
+    for step in (m * power * 10**e for e in range(3) for m in (1, 2, 5)):  # integers: no 2.5
+        positions = list(range(0, n, int(step)))
+        if n - 1 - positions[-1] < step / 2 and len(positions) > 1:
+            positions[-1] = n - 1  # the last label would crowd the one before: it takes that one's place
+        elif positions[-1] != n - 1:
+            positions.append(n - 1)
+        if len(positions) <= most:
+            return positions
+    return [0, n - 1]
 
 
 def _axis_ticks(labels: list[str], max_ticks: int = MAX_TICKS) -> dict:
