@@ -130,7 +130,8 @@ def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) 
         {"data": data, "layout": layout},
         f"weights of query {figures.escape_label(label)}, per head",
         presenter,
-        height=max(round(360 * (1.25 if presenter else 1.0)), figures.legend_px(len(heads), presenter) + 150),
+        height=round(360 * (1.25 if presenter else 1.0)),
+        legend_entries=len(heads),
     )
 
 
@@ -188,7 +189,8 @@ def contributions_figure(
         {"data": data, "layout": layout},
         "output = Σ heads' contributions + bias",
         presenter,
-        height=max(round(380 * (1.25 if presenter else 1.0)), figures.legend_px(h + 2, presenter) + 150),
+        height=round(380 * (1.25 if presenter else 1.0)),
+        legend_entries=h + 2,
     )
 
 

@@ -163,7 +163,7 @@ def head_view_figure(
         data.append(_legend_trace(k, color))
     text = t <= TEXT_TOKENS
     data += _token_traces(weights, labels, text)
-    height = max(min(1600, max(320, 26 * t + 120)) if text else 900, figures.legend_px(h, presenter) + 150)
+    height = min(1600, max(320, 26 * t + 120)) if text else 900
     layout = {
         "xaxis": {"visible": False, "range": [-0.6, 1.6], "fixedrange": True},
         "yaxis": {"visible": False, "autorange": "reversed"},
@@ -173,7 +173,13 @@ def head_view_figure(
     k = top_k(h, t)
     subtitle = "line strength = attention weight" + (f" · each query's top {k} keys per head" if k else "")
     return figures.finish_figure(
-        {"data": data, "layout": layout}, title, presenter, subtitle=subtitle, height=height, above_plot_px=30
+        {"data": data, "layout": layout},
+        title,
+        presenter,
+        subtitle=subtitle,
+        height=height,
+        above_plot_px=30,
+        legend_entries=h,
     )
 
 

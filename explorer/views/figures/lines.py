@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import GRID_COLOR, HEAD_COLORS, _font, escape_label, finish_figure, head_colors, legend_px
+from .style import GRID_COLOR, HEAD_COLORS, _font, escape_label, finish_figure, head_colors
 
 
 def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
@@ -114,7 +114,8 @@ def line_chart(
         {"data": data, "layout": layout},
         title,
         presenter,
-        plot_px=max(round(340 * (1.25 if presenter else 1.0)), legend_px(len(series), presenter)),
+        plot_px=round(340 * (1.25 if presenter else 1.0)),
+        legend_entries=len(series),
         below_px=_font(presenter, 4),
     )
 

@@ -116,7 +116,7 @@ def head_colors(n: int) -> list[str]:
 def legend_px(entries: int, presenter: bool) -> int:
     """The plot height a legend of ``entries`` lines needs beside it: a figure at least this tall cuts none (at 16
     heads the bar charts' legend stopped at head 10)."""
-    return round(entries * (1.3 * _font(presenter) + 6)) + 20
+    return round(entries * (1.3 * _font(presenter) + 11)) + 20  # a line entry: 30 px at 15 px type (Chromium)
 
 
 def png_config(filename: str) -> dict:
@@ -242,12 +242,14 @@ def finish_figure(
     above_plot_px: int = 0,
     plot_px: int | None = None,
     below_px: int = 10,
+    legend_entries: int = 0,
 ) -> go.Figure:
     """The house template on a plain figure dict, then the one conversion to a figure object.
 
     Large fonts, no background and no font colour (the page's light or dark theme gives them), tight margins, a
     PNG filename. The title (and subtitle) sit at the top of the figure, wrapped so that they are never cut;
-    above_plot_px is room for what sits between them and the plot area (subplot titles, head bands).
+    above_plot_px is room for what sits between them and the plot area (subplot titles, head bands);
+    legend_entries, the legend's length, makes the figure tall enough to show all of it.
     Figures are built as dicts because plotly validates every property set on a figure object, which made a
     figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
     (``tests/test_figures.py``), so it is wrapped here without validating it again.
@@ -285,6 +287,8 @@ def finish_figure(
     _set_text_sizes(layout, presenter)
     if plot_px is not None:  # the plot area's height is given: the figure is that plus its margins
         height = top + plot_px + below_px
+    if legend_entries:  # tall enough for every legend entry beside the plot: none cut
+        height = max(height or 0, top + legend_px(legend_entries, presenter) + below_px)
     if height is not None:
         layout["height"] = height
     return to_figure(spec)
