@@ -45,5 +45,6 @@ def test_wrapped_code_breaks_at_spaces_never_inside_a_name_or_a_number():
     css = hanging_indent_css("listing", "x = 1", line_numbers=True)
     assert "anywhere" not in css and "break-all" not in css
     assert "overflow-wrap: normal !important" in css and "word-break: keep-all !important" in css
+    assert ".st-key-listing pre { overflow-x: auto !important; }" in css  # a long word scrolls, never cut
     rule = re.search(r"pre code, pre code span \{([^}]*)\}", PRESENTER_CSS)
     assert rule is not None and "overflow-wrap: normal !important" in rule.group(1)

@@ -100,9 +100,10 @@ def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int =
     """
     line = f".st-key-{key} code > span:nth-child({{}})" + (" > span:last-child" if line_numbers else "")
     rules = [
+        f".st-key-{key} pre {{ overflow-x: auto !important; }}",  # a word wider than the box scrolls, never cut
         f".st-key-{key} code > span"
         + (" > span:last-child" if line_numbers else "")
-        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; {NO_BREAK_IN_WORDS} }}"
+        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; {NO_BREAK_IN_WORDS} }}",
     ]
     for number, text in enumerate(code.splitlines(), start=1):
         indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))

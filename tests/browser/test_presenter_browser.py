@@ -364,6 +364,10 @@ def test_every_key_is_labelled_and_code_never_breaks_inside_a_word(browser, app_
                 assert ticks == BOOK_TOKENS, f"{path or 'Explorer'}: {ticks}"
         wraps = set(page.evaluate(CODE_WRAP_JS))  # Step through's code boxes
         assert wraps and wraps <= {"normal/keep-all"}, wraps
+        overflow = page.evaluate(
+            "() => Array.from(document.querySelectorAll('pre')).map(p => getComputedStyle(p).overflowX)"
+        )
+        assert overflow and set(overflow) <= {"auto", "scroll"}, overflow  # a long word scrolls, never cut
         screenshot(page, f"labels_{'presenter' if presenter else 'normal'}_step7")
     finally:
         context.close()
