@@ -438,7 +438,7 @@ def test_head_k_has_one_colour_in_every_figure_and_legend():
     assert [s.fillcolor for s in band.layout.shapes if s.name and s.name.startswith("head band")] == colors
     for fig in (lines, bars, chart):  # no legend cut: the plot is tall enough for every entry
         plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-        assert plot_px >= h * (1.3 * fig.layout.legend.font.size + 10), fig.layout.title.text  # 30 px an entry at 15 px
+        assert plot_px >= h * (1.3 * fig.layout.legend.font.size + 14), fig.layout.title.text  # 32.5 px an entry at 15
 
 
 def test_default_figure_is_small(rng):

@@ -116,7 +116,7 @@ def head_colors(n: int) -> list[str]:
 def legend_px(entries: int, presenter: bool) -> int:
     """The plot height a legend of ``entries`` lines needs beside it: a figure at least this tall cuts none (at 16
     heads the bar charts' legend stopped at head 10)."""
-    return round(entries * (1.3 * _font(presenter) + 11)) + 20  # a line entry: 30 px at 15 px type (Chromium)
+    return round(entries * (1.3 * _font(presenter) + 15)) + 30  # a line entry: 32.5 px at 15 px type (Chromium)
 
 
 def png_config(filename: str) -> dict:
