@@ -145,6 +145,28 @@ def test_an_all_zero_difference_has_a_plain_colour_bar():
     assert all(not re.search(r"[a-zµ]$", t) for t in tiny.layout.coloraxis.colorbar.ticktext)
 
 
+def test_a_float_noise_difference_is_grey_equal_to_rounding_with_its_size_printed():
+    """Seen: separate − batched (6e-8) at full red–blue saturation, its "0.00" cells dark blue."""
+    module = runs.build_module(Settings().module_spec())
+    x, labels = runs.build_input(Settings().input_spec())
+    view = heads_and_references.build_heads_view(runs.run_heads(module, x), labels, batch_index=0, presenter=True)
+    fig = next(p.figure for p in view.panels if p.key == "heads_difference")
+    colours = {c for _, c in fig.layout.coloraxis.colorscale}
+    assert colours == {style.ROUNDING_COLOR}  # one grey: nothing saturated
+    assert "equal to" in fig.layout.coloraxis.colorbar.title.text and "rounding" in fig.layout.title.subtitle.text
+    assert re.search(r"≤ (0|\d(\.\d)?e-0\d):", fig.layout.title.subtitle.text)  # the magnitude: "≤ 0", "≤ 6e-08"
+    noise = F.heads_heatmap(
+        np.full((2, 4, 4), 6e-8) * np.array([1, -1])[:, None, None], None, None, title="d", kind="difference"
+    )
+    assert "≤ 6e-08:" in noise.layout.title.subtitle.text and "6e-08" in noise.layout.coloraxis.colorbar.title.text
+    assert {c for _, c in noise.layout.coloraxis.colorscale} == {style.ROUNDING_COLOR}
+    for trace in fig.data:
+        if (trace.meta or {}).get("role") == "values" and trace.texttemplate:
+            assert trace.texttemplate == "%{z:.0e}"  # "6e-08", never "0.00"
+    real = F.heads_heatmap(np.full((1, 3, 3), 0.3), None, None, title="d", kind="difference")
+    assert len({c for _, c in real.layout.coloraxis.colorscale}) > 2  # a real difference keeps red–blue
+
+
 # --- 2. sizes from the content, labels that fit -------------------------------------------------------------------
 
 
@@ -163,27 +185,39 @@ def test_a_six_by_six_matrix_is_a_small_square():
 @pytest.mark.parametrize("width_px", [F.NARROW_FIGURE_PX, F.FULL_FIGURE_PX])
 @pytest.mark.parametrize("heads", [1, 2, 8, 16])
 @pytest.mark.parametrize("tokens", [2, 6, 16, 64, 300])
-def test_tick_labels_fit_their_panel_upright(tokens, heads, width_px, presenter):
+def test_tick_labels_label_every_token_up_to_32_and_fit_their_panel_upright_or_turned(
+    tokens, heads, width_px, presenter
+):
+    """Seen: at 6 tokens in presenter mode the key axis said only "Your"; in normal mode 3 of 6."""
     labels = ["journey", "with", "<|endoftext|>", "step"] * (tokens // 4) + ["x"] * (tokens % 4)
     z = np.random.default_rng(3).random((heads, tokens, tokens)).astype(np.float32)
     fig = F.heads_heatmap(z, labels, labels, title="w", kind="weights", presenter=presenter, width_px=width_px)
     font = fig.layout.xaxis.tickfont.size
     width, height = panel_px(fig)
-    if fig.layout.yaxis.scaleanchor:  # square cells: drawn at its own width it fits the place it was sized for
-        assert fig.layout.width <= width_px
+    room = heatmap_layout.label_room_px(presenter)
+    if fig.layout.yaxis.scaleanchor:  # square cells: drawn at its own width, it fits its place or the labels' room
+        assert fig.layout.width <= width_px or width / tokens == pytest.approx(room, rel=0.02)
     else:  # shrunk bricks: no scale anchor, which would cut the rows that autorange keeps (seen at 1024 tokens)
         assert fig.layout.width is None and fig.layout.yaxis.autorangeoptions.maxallowed == tokens - 0.5
     bar = fig.layout.coloraxis.colorbar  # colour-bar labels, one line of text each, along the bar
     assert len(bar.ticktext) * 1.2 * bar.tickfont.size <= max(bar.len * plot_height(fig), 2.4 * bar.tickfont.size)
+    shown = [style._short(style.escape_label(t)) for t in labels]
+    for k in range(heads):
+        for name in (f"xaxis{k + 1 if k else ''}", f"yaxis{k + 1 if k else ''}"):
+            axis = fig.layout[name]
+            if tokens <= 32:  # every token, on every panel's axes
+                assert list(axis.tickvals) == list(range(tokens)) and list(axis.ticktext) == shown, name
+            else:  # a regular subset, the first and the last always
+                assert axis.tickvals[0] == 0 and axis.tickvals[-1] == tokens - 1 and len(axis.tickvals) <= F.MAX_TICKS
     for name in ("xaxis", "yaxis"):
         axis = fig.layout[name]
-        assert len(axis.tickvals) <= F.MAX_TICKS
         widest = max(len(re.sub("&[a-z]+;", "x", t)) for t in axis.ticktext) * CHAR * font
-        if name == "xaxis":
-            assert axis.tickangle == 0
-            assert len(axis.tickvals) * (widest + 4) <= max(width, widest + 4), (len(axis.tickvals), widest, width)
-        else:
+        if name == "yaxis":
             assert len(axis.tickvals) * 1.1 * font <= max(height, 1.1 * font)
+        elif axis.tickangle == 0:
+            assert len(axis.tickvals) * (widest + 4) <= max(width, widest + 4), (len(axis.tickvals), widest, width)
+        else:  # turned: one line of text across each labelled cell
+            assert axis.tickangle == -90 and len(axis.tickvals) * 1.1 * font <= width
 
 
 @pytest.mark.parametrize("presenter", [False, True])
@@ -198,12 +232,16 @@ def test_a_panels_last_label_never_runs_into_the_next_panels_first(tokens, width
     font = fig.layout.xaxis.tickfont.size
     cell = panel_px(fig)[0] / tokens  # the page may squeeze the gap between panels: count on none
 
-    def half(axis, k: int) -> float:
-        return len(fig.layout[axis].ticktext[k]) * CHAR * font / 2
+    turned = fig.layout.xaxis.tickangle == -90
+
+    def half(axis, k: int) -> float:  # half a label's width across the axis: half a glyph's height when turned
+        return 0.5 * font if turned else len(fig.layout[axis].ticktext[k]) * CHAR * font / 2
+
+    assert list(fig.layout.xaxis.ticktext) == labels and list(fig.layout.xaxis2.ticktext) == labels  # none dropped
 
     last_right = (fig.layout.xaxis.tickvals[-1] + 0.5) * cell + half("xaxis", -1)  # from panel 0's left edge
     next_left = tokens * cell + (fig.layout.xaxis2.tickvals[0] + 0.5) * cell - half("xaxis2", 0)
-    assert last_right + 0.5 * font <= next_left  # at least a space apart
+    assert last_right + (0.2 if turned else 0.5) * font <= next_left  # a space apart (a fifth of a line, turned)
 
 
 def test_rows_of_panels_leave_room_for_the_tick_labels_and_titles_between_them():
@@ -296,11 +334,11 @@ def test_line_chart_legend_sits_beside_the_plot_and_every_series_looks_different
     assert len(set(looks)) == len(looks)
     assert fig.data[0].line.color == "rgb(136, 136, 136)" and fig.data[0].line.dash == "dot"
     heads = F.head_colors(16)
-    assert [t.line.color for t in fig.data[1:11]] == heads[:10]  # "head k" is head k's colour, as in the heatmaps
+    assert [t.line.color for t in fig.data[1:]] == heads  # "head k" is head k's colour, as in the heatmaps
     two = F.line_chart([1, 2], {"traced": [1, 2], "Listing 3.5": [1, 2]}, title="t", x_title="x", y_title="y")
     traced, book = two.data
     assert book.line.dash != "solid" and book.line.width < traced.line.width  # drawn over it, but shows through
-    assert traced.line.color not in heads[:9] and book.line.color not in heads[:9]
+    assert traced.line.color not in heads and book.line.color not in heads
 
 
 @pytest.mark.parametrize(

@@ -381,12 +381,64 @@ def test_presenter_mode_enlarges_fonts(rng):
         assert fig.layout.font.size == big.layout.font.size
 
 
-def test_head_colours_are_distinct_and_never_the_masked_grey():
+def _linear(color: str) -> np.ndarray:
+    c = np.array([int(color[k : k + 2], 16) for k in (1, 3, 5)]) / 255
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+def _lab(linear: np.ndarray) -> np.ndarray:
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    f = np.cbrt(np.maximum(xyz / np.array([0.9505, 1.0, 1.089]), 0.008856))
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+# Machado et al. (2009), severity 1: protanopia, deuteranopia, tritanopia
+CVD = {
+    "normal": np.eye(3),
+    "protan": np.array(
+        [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]]
+    ),
+    "deutan": np.array(
+        [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]]
+    ),
+    "tritan": np.array(
+        [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]]
+    ),
+}
+
+
+def test_sixteen_head_colours_stay_apart_in_light_and_dark_mode_and_for_colour_blind_viewers():
     colors = F.head_colors(16)
-    assert len(colors) == 16
-    assert len(set(colors[:10])) == 10
-    assert colors[10] == colors[0]  # the palette cycles
-    assert "rgb(136, 136, 136)" not in colors
+    assert len(set(colors)) == 16 and F.head_colors(17)[16] == colors[0]  # sixteen, then the palette again
+    assert not {c.lower() for c in colors} & {"#7f7f7f", "#888888", "#ff00ff"}  # masked grey, NaN magenta
+    dark = float(_linear("#0e1117") @ [0.2126, 0.7152, 0.0722])  # Streamlit's dark background
+    for color in colors:
+        lum = float(_linear(color) @ [0.2126, 0.7152, 0.0722])
+        assert 1.05 / (lum + 0.05) >= 1.7 and (lum + 0.05) / (dark + 0.05) >= 2.7, color  # on white, on dark
+    for name, matrix in CVD.items():
+        labs = [_lab(np.clip(matrix @ _linear(c), 0, 1)) for c in colors]
+        closest = min(np.linalg.norm(a - b) for k, a in enumerate(labs) for b in labs[k + 1 :])
+        assert closest >= (14 if name == "normal" else 5), name  # ΔE (CIE 1976)
+
+
+def test_head_k_has_one_colour_in_every_figure_and_legend():
+    from explorer.views import follow_a_token, head_view
+
+    h, t = 16, 6
+    colors = F.head_colors(h)
+    weights = np.full((h, t, t), 1 / t)
+    lines = head_view.head_view_figure(weights, [f"t{k}" for k in range(t)], presenter=True)
+    legend = {tr.name: tr.line.color for tr in lines.data if tr.name and tr.name.startswith("head ")}
+    assert legend == {f"head {k}": colors[k] for k in range(h)}
+    bars = follow_a_token.contributions_figure(np.ones((h, 32)), np.zeros(32), np.ones(32), presenter=True)
+    assert [tr.marker.color for tr in bars.data[:h]] == colors
+    chart = F.line_chart([0, 1], {f"head {k}": [0, k] for k in range(h)}, title="t", x_title="x", y_title="y")
+    assert [tr.line.color for tr in chart.data] == colors
+    band = F.matrix_heatmap(np.ones((2, 32)), None, None, title="q", column_groups=h)
+    assert [s.fillcolor for s in band.layout.shapes if s.name and s.name.startswith("head band")] == colors
+    for fig in (lines, bars, chart):  # no legend cut: the plot is tall enough for every entry
+        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        assert plot_px >= h * (1.3 * fig.layout.legend.font.size + 14), fig.layout.title.text  # 32.5 px an entry at 15
 
 
 def test_default_figure_is_small(rng):

@@ -36,3 +36,15 @@ def test_tables_as_text_keep_their_printf_formats_in_each_shape_a_page_passes():
     frame = pd.DataFrame({"0": [15, 0.5]}, index=["token", "weight"])
     shown = formatted_cells(frame, {"0": "%.2f"})
     assert list(shown.index) == ["token", "weight"] and list(shown["0"]) == ["15.00", "0.50"]
+
+
+def test_wrapped_code_breaks_at_spaces_never_inside_a_name_or_a_number():
+    """Seen at 1280 × 800: ``context_lengt|h``, ``qkv_bias=Fals|e``; in presenter mode ``transpose(2|, 3)``."""
+    from explorer.glue.sidebar import PRESENTER_CSS
+
+    css = hanging_indent_css("listing", "x = 1", line_numbers=True)
+    assert "anywhere" not in css and "break-all" not in css
+    assert "overflow-wrap: normal !important" in css and "word-break: keep-all !important" in css
+    assert ".st-key-listing pre { overflow-x: auto !important; }" in css  # a long word scrolls, never cut
+    rule = re.search(r"pre code, pre code span \{([^}]*)\}", PRESENTER_CSS)
+    assert rule is not None and "overflow-wrap: normal !important" in rule.group(1)

@@ -84,6 +84,7 @@ def formatted_cells(data, formats: dict[str, str]):
     return data.apply(lambda series: series.map(lambda v: cell(series.name, v)))  # a DataFrame, same index
 
 
+NO_BREAK_IN_WORDS = "overflow-wrap: normal !important; word-break: keep-all !important;"  # breaks at spaces only
 HANGING = 4  # a wrapped line continues this many characters right of where its own text starts,
 MOST_HANGING = 12  # but never further right than this: in a narrow column deep lines keep room for their words
 
@@ -91,16 +92,18 @@ MOST_HANGING = 12  # but never further right than this: in a narrow column deep 
 def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int = 0) -> str:
     """CSS for st.code(..., wrap_lines=True) inside the container ``key``: each line's continuation starts under its
     own indentation plus HANGING (at most MOST_HANGING), so wrapped Python keeps its shape (pre-wrap alone restarts it
-    at column 0); a word longer than the column breaks rather than running past its edge.
+    at column 0). Lines break at spaces only, never inside a name or a number (``overflow-wrap: anywhere`` printed
+    ``context_lengt|h``); a word longer than the column scrolls with the code box instead.
 
     ``marker``: characters before the indentation (1 for a diff's +/- column). One rule per line, by position: the
     code is the book's listing, a constant.
     """
     line = f".st-key-{key} code > span:nth-child({{}})" + (" > span:last-child" if line_numbers else "")
     rules = [
+        f".st-key-{key} pre {{ overflow-x: auto !important; }}",  # a word wider than the box scrolls, never cut
         f".st-key-{key} code > span"
         + (" > span:last-child" if line_numbers else "")
-        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: anywhere; }}"
+        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; {NO_BREAK_IN_WORDS} }}",
     ]
     for number, text in enumerate(code.splitlines(), start=1):
         indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))

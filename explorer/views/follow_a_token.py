@@ -93,7 +93,7 @@ def head_contributions(context_row: np.ndarray, weight: np.ndarray, num_heads: i
 
 def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) -> go.Figure:
     """Grouped bars: the followed query's weight on each listed key, one colour per head."""
-    colors = figures.head_colors(len(heads))
+    colors = [figures.head_colors(head.head + 1)[head.head] for head in heads]  # head k's colour everywhere
     keys = sorted({row.position for head in heads for row in head.rows})
     names = {row.position: row.label for head in heads for row in head.rows}
     data = []
@@ -131,6 +131,7 @@ def _weights_figure(heads: tuple[HeadFollow, ...], label: str, presenter: bool) 
         f"weights of query {figures.escape_label(label)}, per head",
         presenter,
         height=round(360 * (1.25 if presenter else 1.0)),
+        legend_entries=len(heads),
     )
 
 
@@ -189,6 +190,7 @@ def contributions_figure(
         "output = Σ heads' contributions + bias",
         presenter,
         height=round(380 * (1.25 if presenter else 1.0)),
+        legend_entries=h + 2,
     )
 
 

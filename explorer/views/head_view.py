@@ -173,7 +173,13 @@ def head_view_figure(
     k = top_k(h, t)
     subtitle = "line strength = attention weight" + (f" · each query's top {k} keys per head" if k else "")
     return figures.finish_figure(
-        {"data": data, "layout": layout}, title, presenter, subtitle=subtitle, height=height, above_plot_px=30
+        {"data": data, "layout": layout},
+        title,
+        presenter,
+        subtitle=subtitle,
+        height=height,
+        above_plot_px=30,
+        legend_entries=h,
     )
 
 

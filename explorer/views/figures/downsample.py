@@ -57,6 +57,25 @@ def _color_range(z: np.ndarray, kind: _Kind, name: str, zmin: float | None, zmax
     return float(lo), float(hi)
 
 
+ROUNDING_NOISE = 1e-5  # a |difference| at most this is float rounding (float32 rounds at about 1e-7 of a value)
+
+
+def rounding_noise(z: np.ndarray, kind: str, zmin: float | None, zmax: float | None) -> float | None:
+    """The largest |difference| when every difference is float rounding (at most ``ROUNDING_NOISE``), else None.
+
+    Such a difference is drawn grey, "equal to rounding", with its magnitude printed: on the full red–blue scale a
+    6e-8 difference (separate − batched heads) looked as large as a real one, its "0.00" cells dark blue.
+    """
+    if kind != "difference" or zmin is not None or zmax is not None:
+        return None
+    largest = 0.0
+    for head in z.reshape(-1, *z.shape[-2:]):  # one head at a time, as in _color_range
+        finite = head[np.isfinite(head)]
+        if finite.size:
+            largest = max(largest, float(np.abs(finite).max()))
+    return largest if largest <= ROUNDING_NOISE else None
+
+
 def _block_factor(n: int, blocks: int) -> int:
     return max(1, math.ceil(n / blocks))
 

@@ -1,9 +1,11 @@
 """How big a heatmap is drawn, and how many labels fit: sizes from the content, ticks thinned to the pixels.
 
-A matrix is sized by its cells (a 6 × 6 matrix is a small square, not a page-wide slab), and every label count
-comes from an estimate of the pixels it gets, so that tick labels never overlap or turn 45–90°, and numbers are
-printed in cells only when they fit. Widths are estimated for the place the figure is drawn: ``FULL_FIGURE_PX``
-for a page-wide figure, ``style.NARROW_FIGURE_PX`` for a half-width column (Step through's right column).
+A matrix is sized by its cells (a 6 × 6 matrix is a small square, not a page-wide slab). Up to 32 tokens every
+label is drawn: upright when it fits its cell, else turned −90°, and the panels wrap into more rows so that each
+cell holds a line of label text. Beyond 32 the label count comes from an estimate of the pixels it gets, so that
+labels never overlap; numbers are printed in cells only when they fit. Widths are estimated for the place the
+figure is drawn: ``FULL_FIGURE_PX`` for a page-wide figure, ``style.NARROW_FIGURE_PX`` for a half-width column
+(Step through's right column).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .style import PRESENTER_SCALE, _font, text_px
+from .style import ALL_LABELS_UP_TO, MAX_PANEL_COLUMNS, MAX_TICKS, PRESENTER_SCALE, _axis_ticks, _font, text_px
 
 FULL_FIGURE_PX = 900  # a page-wide figure on a 1280-px screen with the sidebar open
 CELL_MAX_PX = 46  # a cell is at most this big: enough for "-0.35" at the cell font
@@ -52,6 +54,67 @@ def panel_size(i: int, j: int, n_cols: int, presenter: bool, width_px: int, labe
     height = round(min(panel_max, max(PANEL_MIN_PX, i * cell_max)))
     width = min(avail, j * cell_max)
     return PanelSize(width, height, width / j, height / i, False)
+
+
+def label_room_px(presenter: bool) -> float:
+    """A cell's least size when every label is drawn: a line of tick text across it (turned, on the x axis), with a
+    fifth of a line between neighbours."""
+    return 1.4 * _font(presenter)
+
+
+def labelled_grid(h: int, i: int, j: int, presenter: bool, width_px: int, labels_px: float):
+    """(rows, columns, panel size): the most columns (up to four) whose cells hold one line of label text each.
+
+    Up to ``ALL_LABELS_UP_TO`` tokens every label is drawn, so the panels wrap into more rows until each gets its
+    room; in one column the cells grow to it (the figure then outgrows width_px: no label is dropped).
+    """
+    need = label_room_px(presenter)
+    columns = min(h, MAX_PANEL_COLUMNS)
+    while True:
+        rows = math.ceil(h / columns)
+        columns = math.ceil(h / rows)  # 5 heads: 3 + 2, not 4 + 1
+        size = panel_size(i, j, columns, presenter, width_px, labels_px)
+        short_x = j <= ALL_LABELS_UP_TO and size.cell_width < need
+        short_y = i <= ALL_LABELS_UP_TO and size.cell_height < need
+        if not (short_x or short_y):
+            return rows, columns, size
+        if columns == 1:
+            return rows, columns, _grown(size, i, j, need)
+        columns -= 1
+
+
+def _grown(size: PanelSize, i: int, j: int, need: float) -> PanelSize:
+    """The panel with cells at least ``need`` px on each labelled (≤ ALL_LABELS_UP_TO) axis."""
+    cell_w = max(size.cell_width, need) if j <= ALL_LABELS_UP_TO else size.cell_width
+    cell_h = max(size.cell_height, need) if i <= ALL_LABELS_UP_TO else size.cell_height
+    if size.square:
+        cell_w = cell_h = max(cell_w, cell_h)
+    return PanelSize(j * cell_w, round(i * cell_h), cell_w, cell_h, size.square)
+
+
+def x_labels_turned(size: PanelSize, labels: list[str], presenter: bool) -> bool:
+    """Whether every one of ≤ 32 labels is drawn turned (−90°): upright, the widest would leave its cell."""
+    widest = max((text_px(label, _font(presenter)) for label in labels), default=0.0)
+    return len(labels) <= ALL_LABELS_UP_TO and size.cell_width < widest + 1.2 * _font(presenter)
+
+
+def x_ticks(size: PanelSize, labels: list[str], n_cols: int, presenter: bool) -> tuple[dict, bool]:
+    """The x axis's ticks, and whether they are turned −90°: when a label would leave its cell, or when the last
+    would run into the next panel's first (both are kept: the first and the last are always labelled)."""
+    ticks = _axis_ticks(labels, min(MAX_TICKS, x_tick_count(size, labels, presenter)))
+    shown = ticks["ticktext"]
+    widest = max((text_px(label, _font(presenter)) for label in shown), default=0.0)
+    turned = x_labels_turned(size, labels, presenter) or len(shown) * (widest + 8) > size.width
+    if not turned and len(clear_of_next_panel(ticks, n_cols, size, presenter)["tickvals"]) < len(ticks["tickvals"]):
+        turned = True
+    return ticks, turned
+
+
+def tick_text_px(labels: list[str], turned: bool, presenter: bool) -> float:
+    """How tall the x tick labels stand: one line, or the widest label when turned."""
+    if not turned:
+        return 1.6 * _font(presenter)
+    return max((text_px(label, _font(presenter)) for label in labels), default=0.0) + 0.6 * _font(presenter)
 
 
 def tick_count(pixels: float, label_px: float) -> int:
@@ -141,11 +204,13 @@ def subplot_grid(
     return layout
 
 
-def row_gap_px(presenter: bool, titled: bool) -> int:
-    """Pixels between panel rows: the upper row's tick labels, then the lower row's panel titles."""
-    return round(1.6 * _font(presenter)) + (round(1.6 * _font(presenter, 1.05)) if titled else 0) + 10
+def row_gap_px(presenter: bool, titled: bool, ticks_px: float | None = None) -> int:
+    """Pixels between panel rows: the upper row's tick labels (``ticks_px`` tall), then the lower row's titles."""
+    ticks_px = 1.6 * _font(presenter) if ticks_px is None else ticks_px
+    return round(ticks_px) + (round(1.6 * _font(presenter, 1.05)) if titled else 0) + 10
 
 
-def below_plot_px(presenter: bool) -> int:
-    """Pixels under the last row: its tick labels and the axis title."""
-    return round(1.6 * _font(presenter)) + round(1.5 * _font(presenter)) + 6
+def below_plot_px(presenter: bool, ticks_px: float | None = None) -> int:
+    """Pixels under the last row: its tick labels (``ticks_px`` tall) and the axis title."""
+    ticks_px = 1.6 * _font(presenter) if ticks_px is None else ticks_px
+    return round(ticks_px) + round(1.5 * _font(presenter)) + 6

@@ -140,7 +140,7 @@ def _head_traces(z, shown: _Shown, k: int, lo: float, hi: float, name: str, look
         if look["customdata"] is not None:
             main["customdata"] = look["customdata"]
         if look["show_text"]:
-            main |= {"texttemplate": "%{z:.2f}", "textfont": look["text_font"]}
+            main |= {"texttemplate": look.get("text_template", "%{z:.2f}"), "textfont": look["text_font"]}
     else:
         main = {
             "type": "heatmap",

@@ -7,22 +7,23 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .downsample import _color_range, _colorbar_ticks, clipped_above
+from .downsample import _color_range, _colorbar_ticks, clipped_above, rounding_noise
+from .heatmap_bands import _band_columns
 from .heatmap_layout import (
     FULL_FIGURE_PX,
     H_SPACE,
     PanelSize,
     below_plot_px,
     cell_text_fits,
-    clear_of_next_panel,
-    panel_size,
+    labelled_grid,
     row_gap_px,
     side_px,
     subplot_grid,
-    x_tick_count,
+    tick_text_px,
+    x_ticks,
     y_tick_count,
 )
-from .heatmap_traces import _as_heads, _grid, _head_traces, _hover, _legend_swatch, _shown, _widest_value
+from .heatmap_traces import _as_heads, _head_traces, _hover, _legend_swatch, _shown, _widest_value
 from .style import (
     _CODE_MAX,
     _KINDS,
@@ -32,25 +33,26 @@ from .style import (
     MASKED_COLOR,
     MAX_TICKS,
     NAN_COLOR,
+    ROUNDING_COLOR,
     _axis_ticks,
     _font,
     _labels,
     _short,
-    _text_color_on,
     escape_label,
     finish_figure,
-    head_colors,
     text_px,
 )
 
 
-def _axes(layout: dict, h: int, n_rows: int, n_cols: int, ticks: tuple[dict, dict], titles: tuple[str, str], clip):
-    """Every panel's axes: upright thinned tick labels, row 0 at the top, titles on the outer panels only."""
+def _axes(layout: dict, grid: tuple[int, int, int], ticks: tuple[dict, dict], titles: tuple[str, str], clip, angle):
+    """Every panel's axes: tick labels (every one up to 32, turned by ``angle``), row 0 at the top, titles on the
+    outer panels only. ``grid``: heads, rows, columns."""
+    h, n_rows, n_cols = grid
     axis = {"type": "linear", "showgrid": False, "zeroline": False, "ticks": "outside"}
     for k in range(h):
         r, c = divmod(k, n_cols)
         suffix = "" if k == 0 else str(k + 1)
-        x_axis = layout[f"xaxis{suffix}"] | axis | ticks[0] | {"tickangle": 0} | clip[0]
+        x_axis = layout[f"xaxis{suffix}"] | axis | ticks[0] | {"tickangle": angle} | clip[0]
         if r == n_rows - 1 or k + n_cols >= h:
             x_axis["title"] = {"text": titles[1]}
         # row 0 at the top (autorange reversed), as in a printed matrix
@@ -115,6 +117,20 @@ def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, 
     return {"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar}
 
 
+def _colour_bar(layout: dict, z, kind: str, scale, exact: bool, plot_px: float, presenter: bool, noise) -> float:
+    """Set the figure's colour axis (``scale`` = lo, hi) with a bar that holds its labels; return its length in px."""
+    clipped_top = kind == "weights" and clipped_above(z, scale[1])
+    line_px = 1.5 * _font(presenter)
+    # plotly's colour bar length holds its title and 2 × 10 px of padding too: a 2-row matrix's bar still reads
+    bar_px = max(COLORBAR_LEN * plot_px, (MIN_BAR_LINES + 1) * line_px + 20)
+    ticks = max(2, min(7, int((bar_px - line_px - 20) // line_px)))
+    layout["coloraxis"] = _coloraxis(kind, *scale, exact, clipped_top, (bar_px, ticks))
+    if noise is not None:  # float rounding: one grey, its size on the bar, not red–blue saturation
+        layout["coloraxis"]["colorscale"] = [[0.0, ROUNDING_COLOR], [1.0, ROUNDING_COLOR]]
+        layout["coloraxis"]["colorbar"]["title"] = {"text": f"equal to<br>rounding<br>(|d| ≤ {noise:.1g})"}
+    return bar_px
+
+
 def _look(kind: str, titles: tuple[str, str], hover, customdata, show_text: bool, presenter: bool) -> dict:
     """What every head's traces share: axis titles, hover template and data, cell text, the masked cells' name."""
     return {
@@ -128,19 +144,26 @@ def _look(kind: str, titles: tuple[str, str], hover, customdata, show_text: bool
     }
 
 
+def _noise_note(noise: float | None, subtitle: str | None) -> str | None:
+    """The subtitle, saying so when every difference is float rounding."""
+    if noise is None:
+        return subtitle
+    note = f"every |difference| ≤ {noise:.2g}: equal to rounding (grey)"
+    return note if subtitle is None else f"{note}; {subtitle}"
+
+
 def _name(panel_names: list[str] | None, k: int) -> str:
     return panel_names[k] if panel_names else ""
 
 
 def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels, titles, shown, presenter) -> None:
-    """Ticks and titles on every panel's axes (``grid`` = heads, rows, columns; ``labels`` = rows', columns')."""
+    """Ticks and titles on every panel's axes (``grid`` = heads, rows, columns; ``labels`` = rows' labels, and the
+    x ticks with whether they are turned)."""
     h, n_rows, n_cols = grid
-    short_rows, short_cols = labels
-    x_ticks = min(MAX_TICKS, x_tick_count(size, short_cols, presenter))
+    short_rows, (x_axis_ticks, turned) = labels
     y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
-    x_axis_ticks = clear_of_next_panel(_axis_ticks(short_cols, x_ticks), n_cols, size, presenter)
     ticks = (x_axis_ticks, _axis_ticks(short_rows, y_ticks))
-    _axes(layout, h, n_rows, n_cols, ticks, titles, (shown.clip_x, shown.clip_y))
+    _axes(layout, grid, ticks, titles, (shown.clip_x, shown.clip_y), -90 if turned else 0)
     if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
         _square_cells(layout, h, n_cols, size, short_rows, presenter)
 
@@ -179,26 +202,27 @@ def _heatmap_figure(
     rows, cols = _labels(row_labels, i, row_title), _labels(col_labels, j, col_title)
     lo, hi = _color_range(z, _KINDS[kind], kind, zmin, zmax)
     shown = _shown(z, kind, hover_exact_limit)
-    n_rows, n_cols = _grid(h)
     short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
-    size = panel_size(i, j, n_cols, presenter, width_px, _labels_px(short_rows, presenter))
+    n_rows, n_cols, size = labelled_grid(h, i, j, presenter, width_px, _labels_px(short_rows, presenter))
+    x_axis, turned = x_ticks(size, short_cols, n_cols, presenter)
+    ticks_px = tick_text_px(x_axis["ticktext"], turned, presenter)
     hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
-    show_text = shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, _widest_value(z), presenter)
+    noise = rounding_noise(z, kind, zmin, zmax)
+    widest = _widest_value(z) if noise is None else "-0e-00"
+    show_text = shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, widest, presenter)
     look = _look(kind, (row_title, col_title), hover, customdata, show_text, presenter)
-    gap = row_gap_px(presenter, bool(panel_names))
+    look["text_template"] = "%{z:.2f}" if noise is None else "%{z:.0e}"  # float noise reads "6e-08", not "0.00"
+    gap = row_gap_px(presenter, bool(panel_names), ticks_px)
     plot_px = n_rows * size.height + (n_rows - 1) * gap
     v_space = gap / plot_px if n_rows > 1 else None
     layout = subplot_grid(
         n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square and shown.exact
     )
     data = [trace for k in range(h) for trace in _head_traces(z, shown, k, lo, hi, _name(panel_names, k), look)]
-    _grid_axes(layout, (h, n_rows, n_cols), size, (short_rows, short_cols), (row_title, col_title), shown, presenter)
-    clipped_top = kind == "weights" and clipped_above(z, hi)
-    line_px = 1.5 * _font(presenter)
-    # plotly's colour bar length holds its title and 2 × 10 px of padding too: a 2-row matrix's bar still reads
-    bar_px = max(COLORBAR_LEN * plot_px, (MIN_BAR_LINES + 1) * line_px + 20)
-    ticks = max(2, min(7, int((bar_px - line_px - 20) // line_px)))
-    layout["coloraxis"] = _coloraxis(kind, lo, hi, shown.exact, clipped_top, (bar_px, ticks))
+    _grid_axes(
+        layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), (row_title, col_title), shown, presenter
+    )
+    bar_px = _colour_bar(layout, z, kind, (lo, hi), shown.exact, plot_px, presenter, noise)
     data += _swatches(data, look["masked_label"], presenter)
     layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
@@ -208,9 +232,9 @@ def _heatmap_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
-        subtitle=shown.subtitle,
+        subtitle=_noise_note(noise, shown.subtitle),
         plot_px=plot_px,
-        below_px=below_plot_px(presenter) + max(0, round(bar_px - plot_px)),
+        below_px=below_plot_px(presenter, ticks_px) + max(0, round(bar_px - plot_px)),
         above_plot_px=above_plot_px,
     )
 
@@ -311,82 +335,3 @@ def matrix_heatmap(
         width_px=width_px,
         column_bands=(column_groups, group_names) if column_groups else None,
     )
-
-
-def _band_shape(k: int, x0: float, x1: float, band_px: float, color: str) -> dict:
-    """Head k's coloured band, ``band_px`` tall, just above the plot over columns x0 … x1."""
-    return dict(
-        type="rect",
-        name=f"head band {k}",
-        xref="x",
-        yref="y domain",
-        x0=x0,
-        x1=x1,
-        ysizemode="pixel",
-        yanchor=1,
-        y0=3,
-        y1=3 + band_px,
-        fillcolor=color,
-        line={"width": 1, "color": "white"},
-    )
-
-
-def _band_label(label: str, x: float, band_px: float, color: str, presenter: bool) -> dict:
-    """A band's label, centred on it, in the colour that reads on the band."""
-    return dict(
-        text=label,
-        xref="x",
-        yref="y domain",
-        x=x,
-        y=1,
-        yanchor="bottom",
-        yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
-        showarrow=False,
-        font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
-    )
-
-
-def _head_separator(x: float) -> dict:
-    """A dark vertical line between two heads' columns."""
-    return dict(
-        type="line",
-        name="head separator",
-        xref="x",
-        yref="y domain",
-        x0=x,
-        x1=x,
-        y0=0,
-        y1=1,
-        line={"width": 2, "color": "#222"},
-    )
-
-
-def _band_columns(
-    layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, cell_px: float
-) -> int:
-    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs.
-
-    A band's label is "head k" when that fits its width (cell_px per column), else "k", else none: labels never
-    run into their neighbours'.
-    """
-    if n_cols % groups:
-        raise ValueError(f"{n_cols} columns do not split into {groups} equal head blocks")
-    names = list(names) if names is not None else [f"head {k}" for k in range(groups)]
-    if len(names) != groups:
-        raise ValueError(f"{len(names)} group names for {groups} column groups")
-    width = n_cols // groups
-    band_px = _font(presenter, 1.6)
-    label_font = _font(presenter, 0.85)
-    band_width_px = width * cell_px
-    shapes, annotations = layout.setdefault("shapes", []), layout.setdefault("annotations", [])
-    for k, color in enumerate(head_colors(groups)):
-        x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
-        shapes.append(_band_shape(k, x0, x1, band_px, color))
-        label = next(
-            (text for text in (escape_label(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
-        )
-        if label is not None:
-            annotations.append(_band_label(label, (x0 + x1) / 2, band_px, color, presenter))
-        if k:
-            shapes.append(_head_separator(x0))
-    return band_px + 6

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import GRID_COLOR, _font, escape_label, finish_figure, head_colors
+from .style import GRID_COLOR, HEAD_COLORS, _font, escape_label, finish_figure, head_colors
 
 
 def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
@@ -36,18 +36,19 @@ def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
 
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "pentagon")
-REFERENCE_COLOR = "rgb(136, 136, 136)"  # grey: the Safe palette's own grey, which no head colour uses
-OTHER_COLORS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # Okabe–Ito, without black
+REFERENCE_COLOR = "rgb(136, 136, 136)"  # grey, which no head colour uses
+# Series that are not heads ("traced", "Listing 3.5", "mean"): colours outside HEAD_COLORS, so none reads as a head
+OTHER_COLORS = ("#E0442C", "#1F9FD0", "#5AAE3C", "#9C6ADE", "#D98E2F", "#2BB3A3")
 _HEAD_SERIES = re.compile(r"head (\d+)")
 
 
 def series_colors(names: Sequence[str]) -> list[str]:
     """One colour per series, meaning the same thing in every chart: "head k" is head k's colour everywhere.
 
-    Other series ("mean", "traced", "Listing 3.5") take Okabe–Ito colours (also colour-blind safe), starting with
-    vermillion, which no head has, so that they are not mistaken for a head.
+    Other series ("mean", "traced", "Listing 3.5") take ``OTHER_COLORS``, none of them a head's colour, so that
+    they are not mistaken for a head.
     """
-    palette = head_colors(10)
+    palette = head_colors(len(HEAD_COLORS))
     colors, others = [], 0
     for name in names:
         head = _HEAD_SERIES.fullmatch(name)
@@ -114,6 +115,7 @@ def line_chart(
         title,
         presenter,
         plot_px=round(340 * (1.25 if presenter else 1.0)),
+        legend_entries=len(series),
         below_px=_font(presenter, 4),
     )
 

@@ -9,7 +9,7 @@ Colour scales, chosen to read for colour-blind viewers and on a light or a dark 
   ColorBrewer rates it colour-blind safe (blue against red survives protanopia and deuteranopia), and the sign
   of a score is what a student reads first.
 * masks: two colours, blue "may attend" and grey "blocked" (grey is on none of the scales above).
-* heads: plotly's "Safe" qualitative palette (colour-blind safe), without its grey.
+* heads: ``HEAD_COLORS``, sixteen colours that stay apart in light and dark mode and for colour-blind viewers.
 
 Figures set no background and no font colour: the page's theme (light or dark) gives both.
 """
@@ -33,13 +33,15 @@ PRESENTER_SCALE = 1.6
 MASKED_COLOR = "#7f7f7f"  # mid grey: no grey on viridis, and darker than RdBu's white middle
 NAN_COLOR = "#ff00ff"  # magenta: on none of the colour scales used here
 ALLOWED_COLOR = "#2166ac"  # the blue end of RdBu
+ROUNDING_COLOR = "#c8c8c8"  # light grey: a difference that is float rounding, "equal" (lighter than MASKED_COLOR)
 
 HOVER_EXACT_LIMIT = 150_000  # h * i * j cells; above it, heatmaps are downsampled and hover has no values
 HOVER_TOKENS_LIMIT = 8_192  # h * i * j cells; above it, hover names positions but not their tokens
 DISPLAY_CELL_BUDGET = 160_000  # cells sent for all heads together once downsampled
 MAX_BLOCKS_PER_AXIS = 200  # a downsampled head is at most 200 × 200 cells
 MIN_BLOCKS_PER_AXIS = 48
-MAX_TICKS = 16  # labelled positions per axis at most; fewer when fewer fit (see heatmap_layout)
+MAX_TICKS = 16  # labelled positions per axis at most beyond ALL_LABELS_UP_TO; fewer when fewer fit (heatmap_layout)
+ALL_LABELS_UP_TO = 32  # up to this many tokens every one is labelled (labels turn, panels wrap to make room)
 TICK_LABEL_CHARS = 14  # a longer token is cut to this many characters (with "…") on an axis; hover has it whole
 MAX_PANEL_COLUMNS = 4
 
@@ -81,13 +83,40 @@ _KINDS = {
 KINDS = tuple(_KINDS)
 
 
-def head_colors(n: int) -> list[str]:
-    """n head colours from plotly's colour-blind-safe "Safe" palette, cycling after 10.
+# The one source of head colours: head k is HEAD_COLORS[k] in every figure and legend (heatmap bands, head view,
+# bar and line charts). Okabe–Ito's seven (no black) first, then nine chosen against them: no grey (masked), no
+# magenta (NaN). Every colour has a contrast of at least 1.7:1 on white and 2.7:1 on Streamlit's dark background
+# (#0e1117); the closest pair is ΔE 14 apart for normal vision and at least 5.6 under simulated protanopia,
+# deuteranopia and tritanopia (Machado 2009), where plotly's Safe palette ran out at ten and head 10 was head 0.
+HEAD_COLORS = (
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#D55E00",  # vermillion
+    "#56B4E9",  # sky blue
+    "#CDBA2C",  # yellow
+    "#7766DD",  # violet
+    "#117733",  # dark green
+    "#88CCEE",  # pale cyan
+    "#B8336A",  # raspberry
+    "#999933",  # olive
+    "#AA4499",  # purple
+    "#8C564B",  # brown
+    "#F4A6A6",  # pink
+    "#3A5A8C",  # slate blue
+)
 
-    The palette's last colour (grey) is left out, because grey means "masked" in these figures.
-    """
-    palette = [c for c in pcolors.qualitative.Safe if c != "rgb(136, 136, 136)"]
-    return [palette[k % len(palette)] for k in range(n)]
+
+def head_colors(n: int) -> list[str]:
+    """The colours of heads 0 … n − 1: one each up to 16 heads, then the palette again."""
+    return [HEAD_COLORS[k % len(HEAD_COLORS)] for k in range(n)]
+
+
+def legend_px(entries: int, presenter: bool) -> int:
+    """The plot height a legend of ``entries`` lines needs beside it: a figure at least this tall cuts none (at 16
+    heads the bar charts' legend stopped at head 10)."""
+    return round(entries * (1.3 * _font(presenter) + 15)) + 30  # a line entry: 32.5 px at 15 px type (Chromium)
 
 
 def png_config(filename: str) -> dict:
@@ -156,13 +185,23 @@ def _short(label: str, limit: int = TICK_LABEL_CHARS) -> str:
 
 
 def _tick_positions(n: int, max_ticks: int = MAX_TICKS) -> list[int]:
-    """Every position when at most max_ticks fit, else every 2nd, 5th, 10th, 20th, ...: at most max_ticks."""
-    if n <= max_ticks:
+    """Every position up to ``ALL_LABELS_UP_TO``; beyond, every 2nd, 5th, 10th, 20th, … and always the last.
+
+    At most max(2, max_ticks) positions; the first and the last are always labelled (a 64-token axis ended at 60).
+    """
+    if n <= ALL_LABELS_UP_TO:
         return list(range(n))
-    raw = n / max_ticks
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)  # integers: no 2.5
-    return list(range(0, n, max(1, int(step))))
+    most = max(2, max_ticks)
+    power = 10 ** math.floor(math.log10(max(1.0, (n - 1) / most)))
+    for step in (m * power * 10**e for e in range(3) for m in (1, 2, 5)):  # integers: no 2.5
+        positions = list(range(0, n, int(step)))
+        if n - 1 - positions[-1] < step / 2 and len(positions) > 1:
+            positions[-1] = n - 1  # the last label would crowd the one before: it takes that one's place
+        elif positions[-1] != n - 1:
+            positions.append(n - 1)
+        if len(positions) <= most:
+            return positions
+    return [0, n - 1]
 
 
 def _axis_ticks(labels: list[str], max_ticks: int = MAX_TICKS) -> dict:
@@ -203,12 +242,14 @@ def finish_figure(
     above_plot_px: int = 0,
     plot_px: int | None = None,
     below_px: int = 10,
+    legend_entries: int = 0,
 ) -> go.Figure:
     """The house template on a plain figure dict, then the one conversion to a figure object.
 
     Large fonts, no background and no font colour (the page's light or dark theme gives them), tight margins, a
     PNG filename. The title (and subtitle) sit at the top of the figure, wrapped so that they are never cut;
-    above_plot_px is room for what sits between them and the plot area (subplot titles, head bands).
+    above_plot_px is room for what sits between them and the plot area (subplot titles, head bands);
+    legend_entries, the legend's length, makes the figure tall enough to show all of it.
     Figures are built as dicts because plotly validates every property set on a figure object, which made a
     figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
     (``tests/test_figures.py``), so it is wrapped here without validating it again.
@@ -246,6 +287,8 @@ def finish_figure(
     _set_text_sizes(layout, presenter)
     if plot_px is not None:  # the plot area's height is given: the figure is that plus its margins
         height = top + plot_px + below_px
+    if legend_entries:  # tall enough for every legend entry beside the plot: none cut
+        height = max(height or 0, top + legend_px(legend_entries, presenter) + below_px)
     if height is not None:
         layout["height"] = height
     return to_figure(spec)

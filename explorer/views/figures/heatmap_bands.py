@@ -1,0 +1,86 @@
+"""Head bands above a matrix whose columns are the heads' blocks (Q, the concatenated context): one colour a head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .style import _font, _text_color_on, escape_label, head_colors, text_px
+
+
+def _band_shape(k: int, x0: float, x1: float, band_px: float, color: str) -> dict:
+    """Head k's coloured band, ``band_px`` tall, just above the plot over columns x0 … x1."""
+    return dict(
+        type="rect",
+        name=f"head band {k}",
+        xref="x",
+        yref="y domain",
+        x0=x0,
+        x1=x1,
+        ysizemode="pixel",
+        yanchor=1,
+        y0=3,
+        y1=3 + band_px,
+        fillcolor=color,
+        line={"width": 1, "color": "white"},
+    )
+
+
+def _band_label(label: str, x: float, band_px: float, color: str, presenter: bool) -> dict:
+    """A band's label, centred on it, in the colour that reads on the band."""
+    return dict(
+        text=label,
+        xref="x",
+        yref="y domain",
+        x=x,
+        y=1,
+        yanchor="bottom",
+        yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
+        showarrow=False,
+        font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
+    )
+
+
+def _head_separator(x: float) -> dict:
+    """A dark vertical line between two heads' columns."""
+    return dict(
+        type="line",
+        name="head separator",
+        xref="x",
+        yref="y domain",
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        line={"width": 2, "color": "#222"},
+    )
+
+
+def _band_columns(
+    layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, cell_px: float
+) -> int:
+    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs.
+
+    A band's label is "head k" when that fits its width (cell_px per column), else "k", else none: labels never
+    run into their neighbours'.
+    """
+    if n_cols % groups:
+        raise ValueError(f"{n_cols} columns do not split into {groups} equal head blocks")
+    names = list(names) if names is not None else [f"head {k}" for k in range(groups)]
+    if len(names) != groups:
+        raise ValueError(f"{len(names)} group names for {groups} column groups")
+    width = n_cols // groups
+    band_px = _font(presenter, 1.6)
+    label_font = _font(presenter, 0.85)
+    band_width_px = width * cell_px
+    shapes, annotations = layout.setdefault("shapes", []), layout.setdefault("annotations", [])
+    for k, color in enumerate(head_colors(groups)):
+        x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
+        shapes.append(_band_shape(k, x0, x1, band_px, color))
+        label = next(
+            (text for text in (escape_label(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
+        )
+        if label is not None:
+            annotations.append(_band_label(label, (x0 + x1) / 2, band_px, color, presenter))
+        if k:
+            shapes.append(_head_separator(x0))
+    return band_px + 6
