@@ -263,7 +263,9 @@ def show_explorer_link(result: trained_heads.TrainResult) -> None:
         f"The explorer runs this layer's real module on the held-out example's input, shape (1, T, d_model) "
         f"= (1, {result.config.seq_len}, {result.config.d_model}). The link carries `trained=` this spec:"
     )
-    st.code(spec, language=None, wrap_lines=True)
+    with st.container(key="trained_spec"):  # one long token, no name inside: it may break anywhere, never be cut
+        st.html(f"<style>{boundary.BREAK_ANYWHERE_CSS.format(key='trained_spec')}</style>")
+        st.code(spec, language=None, wrap_lines=True)
 
 
 # --- the page ---------------------------------------------------------------------------------------------------------

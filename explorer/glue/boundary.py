@@ -85,6 +85,11 @@ def formatted_cells(data, formats: dict[str, str]):
 
 
 NO_BREAK_IN_WORDS = "overflow-wrap: normal !important; word-break: keep-all !important;"  # breaks at spaces only
+# A code box holding one long token that is no name (a ?trained= spec): it wraps anywhere rather than scroll.
+BREAK_ANYWHERE_CSS = (
+    ".st-key-{key} pre code, .st-key-{key} pre code span {{ overflow-wrap: anywhere !important; "
+    "word-break: break-all !important; }}"
+)
 HANGING = 4  # a wrapped line continues this many characters right of where its own text starts,
 MOST_HANGING = 12  # but never further right than this: in a narrow column deep lines keep room for their words
 
