@@ -6,12 +6,14 @@ import re
 
 import pandas as pd
 
-from explorer.glue.boundary import HANGING, MOST_HANGING, formatted_cells, hanging_indent_css
+from explorer.glue.boundary import HANGING, HANGING_SHARE, MOST_HANGING, formatted_cells, hanging_indent_css
 
 
 def widths(css: str) -> dict[int, int]:
-    """Line number → hanging width (ch) of each per-line rule."""
-    return {int(n): int(w) for n, w in re.findall(r"nth-child\((\d+)\)[^{]*\{ padding-left: (\d+)ch", css)}
+    """Line number → hanging width (ch) of each per-line rule (each also capped at HANGING_SHARE of the box)."""
+    found = re.findall(r"nth-child\((\d+)\)[^{]*\{ padding-left: min\((\d+)ch, (\d+)%\)", css)
+    assert all(int(share) == HANGING_SHARE for _, _, share in found), found
+    return {int(n): int(w) for n, w, _ in found}
 
 
 def test_each_wrapped_line_continues_under_its_own_indentation_capped_in_a_narrow_column():
