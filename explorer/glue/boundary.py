@@ -84,7 +84,6 @@ def formatted_cells(data, formats: dict[str, str]):
     return data.apply(lambda series: series.map(lambda v: cell(series.name, v)))  # a DataFrame, same index
 
 
-NO_BREAK_IN_WORDS = "overflow-wrap: normal !important; word-break: keep-all !important;"  # breaks at spaces only
 # A code box holding one long token that is no name (a ?trained= spec): it wraps anywhere rather than scroll.
 BREAK_ANYWHERE_CSS = (
     ".st-key-{key} pre code, .st-key-{key} pre code span {{ overflow-wrap: anywhere !important; "
@@ -98,18 +97,17 @@ HANGING_SHARE = 20  # nor than this share of the box (%): a presenter column 287
 def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int = 0) -> str:
     """CSS for st.code(..., wrap_lines=True) inside the container ``key``: each line's continuation starts under its
     own indentation plus HANGING (at most MOST_HANGING), so wrapped Python keeps its shape (pre-wrap alone restarts it
-    at column 0). Lines break at spaces only, never inside a name or a number (``overflow-wrap: anywhere`` printed
-    ``context_lengt|h``); a word longer than the column scrolls with the code box instead.
+    at column 0). A line breaks at spaces; only a word longer than what is left of the line breaks inside, since a
+    projector cannot scroll a code box (breaking at spaces only made 8 of 12 presenter steps at 1280 × 720 scroll).
 
     ``marker``: characters before the indentation (1 for a diff's +/- column). One rule per line, by position: the
     code is the book's listing, a constant.
     """
     line = f".st-key-{key} code > span:nth-child({{}})" + (" > span:last-child" if line_numbers else "")
     rules = [
-        f".st-key-{key} pre {{ overflow-x: auto !important; }}",  # a word wider than the box scrolls, never cut
         f".st-key-{key} code > span"
         + (" > span:last-child" if line_numbers else "")
-        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; {NO_BREAK_IN_WORDS} }}",
+        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: anywhere; }}",
     ]
     for number, text in enumerate(code.splitlines(), start=1):
         indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))

@@ -296,8 +296,6 @@ PRESENTER_CSS = """
   [data-testid="stTable"] th p, [data-testid="stTable"] td p { font-size: 1.1rem; }
   [data-testid="stTable"] > div { overflow-x: auto; }
   pre code { font-size: 1.05rem; }
-  pre code, pre code span { overflow-wrap: normal !important; word-break: keep-all !important; }
-  pre { overflow-x: auto !important; }
   [data-testid="stSidebar"] [data-testid="stPageLink-NavLink"] span { white-space: normal; overflow: visible; }
   [data-testid="stSliderThumbValue"] { transform: translateY(-0.35rem); }
   [data-testid="stToolbarActions"], [data-testid="stDecoration"], footer { display: none; }
