@@ -12,6 +12,15 @@ def _seed_torch():
 
 
 @pytest.fixture
+def one_thread():
+    """One torch thread for the test (as a page's run on a shared 2-CPU server); the count is restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def fresh_caches():
     """Cached views and modules would answer without calling what a test patches: empty them, before and after."""
     from explorer.glue import byte_cache

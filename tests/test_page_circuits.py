@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from explorer.glue.settings import Settings
 from mha_core import circuits, runs
@@ -19,12 +18,7 @@ PAGE = "pages/2_Heads_and_references.py"
 PANELS = {"circuit_w_qk", "circuit_w_ov", "circuit_scores", "circuit_sum"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def circuits_page(**query) -> tuple:

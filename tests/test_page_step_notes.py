@@ -9,19 +9,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pytest
-import torch
 
 from .apptest_helpers import charts, check_page, head_matrices, open_page, texts
 
 STEP = "pages/1_Step_through.py"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_step_5_explains_the_flat_scores_and_links_a_trained_previous_token_head():

@@ -36,23 +36,10 @@ from mha_core.listing import (
 )
 from mha_core.modules import MultiHeadAttention
 
+from .teaching_helpers import explorer_run, number, step
+
 CPU = torch.device("cpu")
 CITED = re.compile(r"line (\d+): `([^`]+)`")
-
-
-def step(key: str) -> step_through_steps.Step:
-    return next(s for s in step_through_steps.STEPS if s.key == key)
-
-
-def number(key: str) -> int:
-    return next(n for n, s in enumerate(step_through_steps.STEPS, start=1) if s.key == key)
-
-
-def explorer_run(settings: Settings | None = None) -> runs.ExplorerRun:
-    settings = settings or Settings()
-    module = runs.build_module(settings.module_spec())
-    x, labels = runs.build_input(settings.input_spec())
-    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
 
 
 def every_caption(run: runs.ExplorerRun) -> list[str]:
@@ -63,9 +50,9 @@ def every_caption(run: runs.ExplorerRun) -> list[str]:
             run, section=section, batch_index=0, enlarge=0, presenter=False
         ).figures()
     ]
-    for number in range(1, step_through_steps.STEP_COUNT + 1):
+    for step_number in range(1, step_through_steps.STEP_COUNT + 1):
         view = step_through.build_step_view(
-            run.trace, run.labels, number, batch_index=0, presenter=False, dropout_active=False
+            run.trace, run.labels, step_number, batch_index=0, presenter=False, dropout_active=False
         )
         shown += [p.caption for p in view.panels]
     return shown
@@ -74,9 +61,9 @@ def every_caption(run: runs.ExplorerRun) -> list[str]:
 def test_every_caption_cites_the_listing_line_that_holds_its_code():
     cited = [(int(n), code) for c in every_caption(explorer_run()) for n, code in CITED.findall(c)]
     assert len(cited) > 20
-    for number, code in cited:
-        line = LISTING_LINES[number - 1].strip()
-        assert code.startswith(line) or line.startswith(code), (number, code, line)
+    for line_number, code in cited:
+        line = LISTING_LINES[line_number - 1].strip()
+        assert code.startswith(line) or line.startswith(code), (line_number, code, line)
 
 
 def test_out_proj_and_the_mask_buffer_are_cited_at_their_constructors():

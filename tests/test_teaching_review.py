@@ -16,36 +16,17 @@ from explorer.views import (
     knobs_that_teach,
     masks_and_cross_attention,
     step_through,
-    step_through_steps,
 )
 from mha_core import book, profiling, runs, teaching, teaching_runs
 from mha_core.inputs import book_tokens
 from mha_core.modules import MultiHeadAttention, QKVMultiHeadAttention
 
+from .teaching_helpers import explorer_run, number, step
+
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def step(key: str) -> step_through_steps.Step:
-    return next(s for s in step_through_steps.STEPS if s.key == key)
-
-
-def number(key: str) -> int:
-    return next(n for n, s in enumerate(step_through_steps.STEPS, start=1) if s.key == key)
-
-
-def explorer_run(settings: Settings | None = None) -> runs.ExplorerRun:
-    settings = settings or Settings()
-    module = runs.build_module(settings.module_spec())
-    x, labels = runs.build_input(settings.input_spec())
-    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def identity_preset():
