@@ -7,7 +7,7 @@ figures in explorer.views.attention_explorer and explorer.views.figures, the num
 import streamlit as st
 
 from explorer.glue import boundary, caches, sidebar, url
-from explorer.views.attention_explorer import PRINTED_OUTPUT, SECTIONS
+from explorer.views.attention_explorer import BOOK_ROWS, SECTIONS
 
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍", layout="wide")
 
@@ -112,18 +112,14 @@ def draw_output(view, settings, batch_index: int, *, compact: bool = False) -> N
             f"`output[{batch_index}]`, {len(view.labels)} × {settings.d_out} values: the heatmap under the weights."
         )
     if settings.is_book_example():
-        book_rows = (
-            f"[{PRINTED_OUTPUT[0][0]:.4f}, {PRINTED_OUTPUT[0][1]:.4f}] … "
-            f"[{PRINTED_OUTPUT[-1][0]:.4f}, {PRINTED_OUTPUT[-1][1]:.4f}]"
-        )
         if view.matches_book:
             st.success(
                 "✓ The book's printed output, exactly"
                 if compact
-                else f"✓ This matches the book's printed output exactly: {book_rows}"
+                else f"✓ This matches the book's printed output exactly: {BOOK_ROWS}"
             )
         else:
-            st.error(f"This does not match the book's printed output {book_rows}.")
+            st.error(f"This does not match the book's printed output {BOOK_ROWS}.")
 
 
 def draw_attention(panels) -> None:

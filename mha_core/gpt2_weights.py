@@ -18,6 +18,7 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 
 from . import masks
+from .gpt import GPTModel, check_config
 
 STORAGE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 PREFIX = "transformer."
@@ -118,8 +119,6 @@ def _few(items: list[str], limit: int = 8) -> str:
 
 def build_gpt2(get: Getter, cfg: dict, dtype: torch.dtype):
     """A ``GPTModel`` whose every weight comes from ``get`` (shapes already checked), frozen and in eval mode."""
-    from .gpt import GPTModel  # gpt.py imports this module lazily too: no import cycle
-
     if dtype not in STORAGE_DTYPES:
         raise ValueError(f"dtype must be one of {STORAGE_DTYPES}, got {dtype}")
     with torch.device("meta"), _ShapesOnly():
@@ -183,8 +182,6 @@ def state_dict_getter(state_dict: Mapping[str, torch.Tensor], names: dict[str, s
 
 def load_from_state_dict(state_dict: Mapping[str, torch.Tensor], cfg: dict, dtype: torch.dtype):
     """Check then build; what ``gpt.load_hf_gpt2`` does."""
-    from .gpt import check_config
-
     cfg = check_config(cfg)
     bad = [key for key, value in state_dict.items() if not isinstance(value, torch.Tensor)]
     if bad:

@@ -14,6 +14,7 @@ Axis letters: b batch, T tokens, V vocabulary.
 from __future__ import annotations
 
 import math
+from pydoc_data.topics import topics
 
 import torch
 
@@ -24,8 +25,6 @@ HELDOUT_TOPICS = 6  # of 79 topics, about 8% of the text
 
 def corpus() -> tuple[str, str]:
     """(training text, held-out text): the topics in sorted key order, the last ``HELDOUT_TOPICS`` held out."""
-    from pydoc_data.topics import topics
-
     keys = sorted(topics)
     if len(keys) <= HELDOUT_TOPICS:
         raise ValueError(f"pydoc_data has {len(keys)} topics, need more than {HELDOUT_TOPICS}")

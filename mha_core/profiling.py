@@ -196,6 +196,11 @@ class CostSpec:
     def d_model(self) -> int:
         return self.num_heads * self.head_dim
 
+    @property
+    def tokens(self) -> list[int]:
+        """The sequence lengths this spec measures: the page's formula and the measurement read the same list."""
+        return token_counts(self.max_tokens, self.min_tokens)
+
 
 @dataclass(frozen=True, kw_only=True)
 class CostPoint:
@@ -271,7 +276,7 @@ def measure(
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variants {unknown}; known: {list(VARIANTS)}")
-    tokens = token_counts(spec.max_tokens, spec.min_tokens)
+    tokens = spec.tokens
     device, dtype = devices.resolve(spec.device, spec.dtype)
     if not _MEASURING.acquire(timeout=wait_s):
         raise TimeoutError("another measurement is running; try again in a minute")

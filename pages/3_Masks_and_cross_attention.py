@@ -10,9 +10,9 @@ from typing import NamedTuple
 import streamlit as st
 
 from explorer.glue import boundary, sidebar, teaching_cache, url
+from explorer.glue.url import MASK_IMPLEMENTATIONS, MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
 from explorer.views import heads_and_references
 from explorer.views import masks_and_cross_attention as views
-from explorer.views.masks_and_cross_attention import MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
 
 st.set_page_config(
     page_title="Masks and cross-attention · Multi-Head Attention Explorer", page_icon="🎭", layout="wide"
@@ -177,7 +177,7 @@ def main() -> None:
     tgt_len = seed_int("masks_tgt", "tgt_len", 4, 1, MAX_CROSS_TOKENS)
     src_len = seed_int("masks_src", "src_len", 6, 1, MAX_CROSS_TOKENS)
     seed_choice("masks_kind", "mask", views.DEFAULT_MASK, MASK_KINDS)
-    seed_choice("masks_impl", "impl", "explicit", views.IMPLEMENTATIONS)
+    seed_choice("masks_impl", "impl", "explicit", MASK_IMPLEMENTATIONS)
     seed_int("masks_batch", "batch", 0, 0, batch_size - 1)
 
     controls_box = st.expander("Lengths, mask and implementation", expanded=False) if presenter else st.container()
@@ -186,7 +186,7 @@ def main() -> None:
         c1.slider("query length (tgt_len)", 1, MAX_CROSS_TOKENS, key="masks_tgt")
         c2.slider("key length (src_len)", 1, MAX_CROSS_TOKENS, key="masks_src")
         kind = c3.selectbox("mask", MASK_KINDS, key="masks_kind")
-        implementation = c4.radio("attention implementation", views.IMPLEMENTATIONS, key="masks_impl", horizontal=True)
+        implementation = c4.radio("attention implementation", MASK_IMPLEMENTATIONS, key="masks_impl", horizontal=True)
         batch_index = int(c5.number_input("batch element", 0, batch_size - 1, key="masks_batch"))
         mask = mask_choice(kind, settings, tgt_len, src_len)
 

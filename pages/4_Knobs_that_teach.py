@@ -7,8 +7,7 @@ Each knob runs the same MultiHeadAttention: with ExplicitAttention(scale=...), o
 import streamlit as st
 
 from explorer.glue import boundary, caches, sidebar, teaching_cache, url
-from explorer.views import knobs_that_teach as views
-from explorer.views.knobs_that_teach import SCALE_MULTIPLIERS
+from explorer.glue.url import PRESETS, SCALE_MULTIPLIERS
 
 st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer", page_icon="🎛️", layout="wide")
 
@@ -23,7 +22,7 @@ def main() -> None:
     default_percent = round(settings.dropout * 100) if settings.dropout >= 0.05 else 50
     seed_int("knobs_drop", "drop", default_percent, 5, 90)
     seed_int("knobs_draw", "draw", 0, 0, 999)
-    seed_choice("knobs_preset", "preset", "previous", views.PRESETS)
+    seed_choice("knobs_preset", "preset", "previous", PRESETS)
 
     st.title("Knobs that teach")
     knob = sidebar.section_choice("knob", KNOBS, default="temperature")
@@ -125,12 +124,12 @@ def dropout_knob(settings, show, presenter: bool) -> None:
 
 
 def preset_knob(settings, show, presenter: bool) -> None:
-    preset = st.radio("weights", views.PRESETS, key="knobs_preset", horizontal=True)
+    preset = st.radio("weights", PRESETS, key="knobs_preset", horizontal=True)
     made = teaching_cache.preset_view(settings, preset, presenter)
     st.markdown(made.description)
-    if preset in views.POSITION_PATTERNS:
-        if settings.num_tokens > views.MAX_PRESET_TOKENS:
-            st.caption(f"Positional presets use the first {views.MAX_PRESET_TOKENS} positions.")
+    if made.hits is not None:  # a positional preset, on at most MAX_PRESET_TOKENS one-hot positions
+        if settings.num_tokens > made.num_tokens:
+            st.caption(f"Positional presets use the first {made.num_tokens} positions.")
         if not presenter:
             st.caption(
                 f"Input: {made.num_tokens} one-hot position vectors (d_in = head_dim = {made.num_tokens}); "

@@ -15,8 +15,8 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from explorer.glue import boundary, sidebar, trained_link, training_cache, url
 from explorer.glue import settings as cfg
+from explorer.glue.url import TASKS
 from explorer.views import trained_heads
-from explorer.views.trained_heads import TASKS
 
 st.set_page_config(page_title="Trained heads · Multi-Head Attention Explorer", page_icon="🎓", layout="wide")
 
@@ -94,7 +94,7 @@ def page_controls() -> PageParams:
     return PageParams(task, int(heads), int(layers), int(steps), state.w_tr_layer)
 
 
-def train_config(params: PageParams, settings) -> trained_heads.TrainConfig:
+def train_config(params: PageParams, settings):
     """The config to train: the page's choices plus the sidebar's device and seed."""
     shape = {
         "num_heads": params.heads,
@@ -103,11 +103,7 @@ def train_config(params: PageParams, settings) -> trained_heads.TrainConfig:
         "steps": params.steps,
         "seed": settings.seed,
     }
-    try:
-        return trained_heads.make_config(params.task, **shape, device=settings.device)
-    except ValueError as error:
-        url.notice(f"Training on cpu instead of {settings.device}: {error}")
-        return trained_heads.make_config(params.task, **shape, device="cpu")
+    return training_cache.train_config(params.task, shape, settings.device)
 
 
 def _request_training() -> None:
@@ -170,7 +166,7 @@ REPLAY_FRAMES = 12  # the recorded curves grow in this many frames,
 REPLAY_SECONDS = 3.0  # over about this long: slow enough to follow, short enough for a class
 
 
-def replay(result: trained_heads.TrainResult, presenter: bool) -> None:
+def replay(result, presenter: bool) -> None:
     """The recorded loss and accuracy history drawn again as it grew during training (no training)."""
     history = result.history
     live = LiveCurves(f"Replaying {TASK_LABELS[result.config.task]}", result.config.steps, presenter, key="replay")
@@ -187,7 +183,7 @@ def replay(result: trained_heads.TrainResult, presenter: bool) -> None:
 # --- results ----------------------------------------------------------------------------------------------------------
 
 
-def show_metrics(result: trained_heads.TrainResult, view, presenter: bool) -> None:
+def show_metrics(result, view, presenter: bool) -> None:
     """Four metrics in a row; in presenter mode one under the other, in the narrow column beside the figure."""
     config = result.config
     best_layer, best_head, best_score = trained_heads.best_marked_head(result)
@@ -196,14 +192,14 @@ def show_metrics(result: trained_heads.TrainResult, view, presenter: bool) -> No
     columns[0].metric(
         "held-out accuracy",
         f"{result.heldout_accuracy:.1%}",
-        help=f"Scored positions of {trained_heads.HELDOUT_SIZE} sequences never trained on.",
+        help=trained_heads.ACCURACY_HELP,
     )
     columns[1].metric(f"best head ({where})", f"{best_score:.2f}", help=trained_heads.score_name(config.task))
     columns[2].metric("this example", f"{view.example_correct} of {view.example_scored} right")
     columns[3].metric("training time", f"{result.seconds:.1f} s", help=f"{result.steps_run} steps on {config.device}")
 
 
-def show_result(result: trained_heads.TrainResult, presenter: bool, side, stage) -> None:
+def show_result(result, presenter: bool, side, stage) -> None:
     """The result; in presenter mode the metrics in ``side`` and the first layer's heads on ``stage`` beside them."""
     config = result.config
     view = training_cache.trained_view(result, presenter)
@@ -242,7 +238,7 @@ def show_result(result: trained_heads.TrainResult, presenter: bool, side, stage)
         boundary.show_figure(view.curves[1])
 
 
-def show_explorer_link(result: trained_heads.TrainResult) -> None:
+def show_explorer_link(result) -> None:
     st.markdown("**Take a trained layer to the explorer**")
     if result.stopped_early:
         st.caption("A stopped run stays on this page; finish a full run to open it in the explorer.")
@@ -271,7 +267,7 @@ def show_explorer_link(result: trained_heads.TrainResult) -> None:
 # --- the page ---------------------------------------------------------------------------------------------------------
 
 
-def introduce(config: trained_heads.TrainConfig, task: str) -> None:
+def introduce(config, task: str) -> None:
     st.info(TASKS[task].description, icon=":material/flag:")
     st.caption(
         f"d_model {config.d_model} = {config.num_heads} heads × head_dim {config.d_model // config.num_heads} · "

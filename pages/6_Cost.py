@@ -13,7 +13,7 @@ from explorer.views.panel import Panel
 
 st.set_page_config(page_title="Cost · Multi-Head Attention Explorer", page_icon="⏱️", layout="wide")
 
-TOKEN_CHOICES = [t for t in cost.TOKEN_STEPS if t >= cost.MIN_TOKENS]  # 64, 128, ..., 1024
+TOKEN_CHOICES = url.COST_TOKEN_CHOICES  # 64, 128, ..., 1024
 TIME_BUDGET_S = measuring.TIME_BUDGET_S
 
 
@@ -51,7 +51,7 @@ def main() -> None:
             f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
             icon="⚠️",
         )
-    tokens = cost.token_counts(spec.max_tokens, spec.min_tokens)
+    tokens = spec.tokens
     if not presenter:
         st.markdown(
             f"Four ways to run one module with d_in = d_out = {settings.num_heads} × {settings.head_dim} = "
@@ -73,7 +73,7 @@ def main() -> None:
     url.sync_url(settings, max_tokens=chosen)
 
 
-def formula_and_measure(spec: cost.CostSpec, settings, tokens: list[int], presenter: bool) -> None:
+def formula_and_measure(spec, settings, tokens: list[int], presenter: bool) -> None:
     """The formula b·h·T²·bytes and the Measure button (presenter mode: the button first, the formula folded)."""
     formula = cost.formula_markdown(settings.batch_size, settings.num_heads, settings.dtype, tokens)
     if not presenter:
@@ -92,7 +92,7 @@ def formula_and_measure(spec: cost.CostSpec, settings, tokens: list[int], presen
         bar.empty()
 
 
-def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool, side, stage) -> None:
+def show_report(report, spec, presenter: bool, side, stage) -> None:
     """Notes in ``side``; the memory figure on ``stage`` (presenter mode), then the time figure and the tables."""
     with side:
         report_notes(report, spec)
@@ -131,7 +131,7 @@ def show_report(report: cost.CostReport, spec: cost.CostSpec, presenter: bool, s
     st.caption(f"Measured in {report.seconds:.1f} s on {report.spec.device}, {report.spec.dtype}.")
 
 
-def report_notes(report: cost.CostReport, spec: cost.CostSpec) -> None:
+def report_notes(report, spec) -> None:
     """Whether the numbers shown were measured with other settings, and which lengths were skipped."""
     if report.spec != spec:
         st.info(

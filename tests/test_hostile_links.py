@@ -297,7 +297,6 @@ def test_a_nested_admission_in_the_same_thread_does_not_deadlock():
 
 def test_session_ended_asks_the_runtime_about_this_session(monkeypatch):
     from streamlit.runtime import Runtime
-    from streamlit.runtime.scriptrunner_utils import script_run_context
 
     active = {"s1"}
 
@@ -310,7 +309,7 @@ def test_session_ended_asks_the_runtime_about_this_session(monkeypatch):
 
     monkeypatch.setattr(Runtime, "exists", staticmethod(lambda: True))
     monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: FakeRuntime()))
-    monkeypatch.setattr(script_run_context, "get_script_run_ctx", lambda suppress_warning=False: FakeContext())
+    monkeypatch.setattr(admission, "get_script_run_ctx", lambda suppress_warning=False: FakeContext())
     ended = admission.session_ended()
     assert not ended()
     active.clear()  # the tab closed: the websocket session manager drops it from the active sessions

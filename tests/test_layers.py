@@ -111,3 +111,58 @@ def test_the_import_reader_sees_relative_and_absolute_imports():
     """The oracle itself: a view's relative import of glue would be caught."""
     found = imports_of(ROOT / "explorer" / "glue" / "teaching_cache.py")
     assert "explorer.views.step_through" in found and "explorer.glue.caches" in found
+
+
+def defined_names(path: Path) -> set[str]:
+    """The names a module defines at its top level (assignments, functions, classes), not those it imports."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def explorer_names_read(page: Path) -> list[tuple[str, str]]:
+    """(explorer module, name) for each name a page takes from an explorer module: imported or read as attribute."""
+    tree = ast.parse(page.read_text())
+    modules, read = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("explorer"):
+            for alias in node.names:
+                if (ROOT / node.module.replace(".", "/") / f"{alias.name}.py").exists():
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                else:
+                    read.append((node.module, alias.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            read.append((modules[node.value.id], node.attr))
+    return read
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_pages_read_no_re_exported_name(page):
+    """A page takes from explorer only what explorer defines: no view hands on an mha_core name it merely imports."""
+    wrong = sorted(
+        f"{module}.{name}"
+        for module, name in explorer_names_read(page)
+        if name not in defined_names(ROOT / (module.replace(".", "/") + ".py"))
+    )
+    assert not wrong, f"{page.name} reads {wrong}, which those modules only import"
+
+
+@pytest.mark.parametrize("module", [*PAGES, *files("explorer", "mha_core")], ids=lambda p: p.name)
+def test_an_import_inside_a_function_says_why(module):
+    """Imports are at the top unless a cycle or a measured cost says otherwise, in a comment on the import's line."""
+    lines = module.read_text().splitlines()
+    inner = {
+        node.lineno
+        for function in ast.walk(ast.parse(module.read_text()))
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(function)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    }
+    silent = [f"line {n}: {lines[n - 1].strip()}" for n in sorted(inner) if "#" not in lines[n - 1]]
+    assert not silent, f"{module.name} imports inside a function without saying why: {silent}"

@@ -41,6 +41,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
 from . import budget
 
 log = logging.getLogger("mha_explorer")
@@ -267,11 +271,6 @@ def session_ended() -> Callable[[], bool]:
     Captured in the script thread (it reads the script run context); outside a Streamlit server (AppTest,
     a notebook) there is no session to end, and the check is always False.
     """
-    try:
-        from streamlit.runtime import Runtime
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-    except ImportError:  # pragma: no cover - streamlit is a requirement
-        return lambda: False
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None or not Runtime.exists():
         return lambda: False
@@ -296,13 +295,9 @@ def current_visitor() -> tuple[str | None, str] | None:
     student share it, so the queue serves other students between them.
     """
     try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
         ctx = get_script_run_ctx(suppress_warning=True)
         if ctx is None:
             return None
-        import streamlit as st
-
         forwarded = (st.context.headers.get("X-Forwarded-For") or "").split(",")[-1].strip()
         return ctx.session_id, forwarded or st.context.ip_address or ctx.session_id
     except Exception:  # noqa: BLE001 - no context to read (a bare script, a test thread): no fairness key
@@ -311,13 +306,7 @@ def current_visitor() -> tuple[str | None, str] | None:
 
 def queue_notice() -> Callable[[int, float], None] | None:
     """A callback that shows, in the running page, this job's place in the queue and the time it has waited."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
-        if get_script_run_ctx(suppress_warning=True) is None:
-            return None
-        import streamlit as st
-    except Exception:  # noqa: BLE001 - outside a page: nobody to tell
+    if get_script_run_ctx(suppress_warning=True) is None:
         return None
     shown: dict = {"last": -1.0, "slot": None}
 

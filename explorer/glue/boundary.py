@@ -13,7 +13,9 @@ from dataclasses import replace
 
 import streamlit as st
 import torch
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
+from ..views import figures
 from . import admission, idle, server_setup
 from . import settings as cfg
 from .url import apply_settings
@@ -45,8 +47,6 @@ def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
     grid colours) follows the page's light or dark theme; they set their text sizes themselves.
     """
-    from ..views import figures
-
     container.plotly_chart(
         figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
     )
@@ -123,8 +123,6 @@ log = logging.getLogger("mha_explorer")
 def _control_flow_classes() -> tuple[type[BaseException], ...]:
     """Streamlit's own control flow, by class: st.stop raises StopException; st.rerun and st.switch_page raise
     RerunException. Both derive from ScriptControlException (a BaseException): they must pass through."""
-    from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
-
     return (ScriptControlException,)
 
 

@@ -10,12 +10,16 @@ No Streamlit calls but the optional spinner.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 MB = 2**20
 TOTAL_BYTES = 64 * MB  # every byte-bounded cache together
@@ -193,17 +197,11 @@ def byte_cached(max_bytes: int, max_entries: int = 64, ttl_s: float = 1800.0, sp
 
 
 def _spinner(text: str | None):
-    import contextlib
-
     if text is None:
         return contextlib.nullcontext()
     try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
         if get_script_run_ctx(suppress_warning=True) is None:
             return contextlib.nullcontext()
-        import streamlit as st
-
         return st.spinner(text)
     except Exception:  # noqa: BLE001 - no page to draw on
         return contextlib.nullcontext()

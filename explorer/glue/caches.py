@@ -12,10 +12,13 @@ import threading
 
 from mha_core import runs
 
+from ..views import attention_explorer
 from . import admission, budget
 from . import settings as cfg
 from .byte_cache import MB, byte_cached
+from .real_models import LABELS, explorer_input
 from .settings import Settings
+from .training_cache import trained_explorer_input
 from .url import notice
 
 
@@ -104,8 +107,6 @@ def explorer_run(settings: Settings):
 @byte_cached(max_bytes=32 * MB, max_entries=64, ttl_s=1800, spinner="Running the module…")
 def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
     """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
-    from ..views import attention_explorer
-
     return attention_explorer.build_view(
         explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge, presenter=presenter
     )
@@ -118,13 +119,9 @@ def module_and_input(settings: Settings):
     The module is shared by every session: never mutate it (runs.run_trace copies it for train mode).
     """
     if settings.model:
-        from .real_models import explorer_input
-
         module, x, labels = explorer_input(settings.model, settings.text, settings.layer, settings.num_tokens)
         return module, x, list(labels)
     if settings.trained:
-        from .training_cache import trained_explorer_input
-
         module, x, labels = trained_explorer_input(settings.trained)
         return module, x, list(labels)
     x, labels = runs.build_input(settings.input_spec())
@@ -133,8 +130,6 @@ def module_and_input(settings: Settings):
 
 def real_model_label(settings: Settings) -> str:
     """The real model a ``?model=`` setting names, in words."""
-    from .real_models import LABELS
-
     return LABELS.get(settings.model, settings.model)
 
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit import runtime
 
 from . import admission, byte_cache
 
@@ -30,8 +31,6 @@ _thread: threading.Thread | None = None
 
 def connected_sessions() -> int | None:
     """Sessions with an open websocket now, or None outside a running server (AppTest, a notebook)."""
-    from streamlit import runtime
-
     if not runtime.exists():
         return None
     manager = getattr(runtime.get_instance(), "_session_mgr", None)
@@ -47,8 +46,6 @@ def drop_expired_sessions(storage=None) -> int:
     clear collected (8 MB of cycles after a compressed soak). 0 outside a server, or if Streamlit's storage changes.
     """
     if storage is None:
-        from streamlit import runtime
-
         if not runtime.exists():
             return 0
         storage = getattr(getattr(runtime.get_instance(), "_session_mgr", None), "_session_storage", None)

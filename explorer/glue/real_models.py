@@ -22,6 +22,7 @@ import torch
 
 from mha_core import gpt, model_heads
 
+from ..views import real_heads
 from . import admission, budget
 
 LABELS = {"own": "the shipped model", "gpt2": "GPT-2 (124M)"}
@@ -282,8 +283,6 @@ def explorer_input(name: str, text: str, layer: int, num_tokens: int):
 
 @st.cache_resource(max_entries=16, ttl=1800, show_spinner="Drawing every head…")
 def _page_view(name: str, text: str, presenter: bool):
-    from ..views import real_heads
-
     vocab = facts(name).vocab_size
     return real_heads.build_view(
         _text_reading(name, text), _head_probe(name), label=LABELS[name], vocab_size=vocab, presenter=presenter

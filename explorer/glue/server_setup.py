@@ -32,10 +32,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import logging
 import threading
 
+import plotly.io
 import torch
+from streamlit.proto.WidgetStates_pb2 import WidgetStates
+from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.state.session_state import SessionState
 
 log = logging.getLogger("mha_explorer")
 INTRA_OP_THREADS = 1
@@ -68,8 +73,6 @@ def refuse_browser_cache_clear() -> None:
     """A browser's ``clear_cache`` message does nothing: any viewer could send it over the websocket (the toolbar
     setting only hides the menu item) and empty every shared cache, the finished trainings included, for the whole
     class. The app clears its caches itself, on the server (``idle.clear_caches``)."""
-    from streamlit.runtime.app_session import AppSession
-
     if getattr(AppSession._handle_clear_cache_request, "refused", False):
         return
 
@@ -97,8 +100,6 @@ def well_typed(states, metadata) -> tuple[object, list[str]]:
     message can send any (``w_seed`` as a string), which Streamlit would hand to the widget's deserializer while it
     parses the states, before the page runs, where no page boundary catches what it raises.
     """
-    from streamlit.proto.WidgetStates_pb2 import WidgetStates
-
     kept, dropped = WidgetStates(), []
     for state in states.widgets:
         registered = metadata.get(state.id)
@@ -113,8 +114,6 @@ def well_typed(states, metadata) -> tuple[object, list[str]]:
 
 def refuse_mistyped_widget_states() -> None:
     """Widget states of the wrong kind are dropped before Streamlit parses them, with a notice on the page."""
-    from streamlit.runtime.state.session_state import SessionState
-
     original = SessionState.on_script_will_rerun
     if getattr(original, "refused", False):
         return
@@ -139,9 +138,10 @@ PLOTLY_JSON_ENGINE = "json"
 
 def _plotly_json_engine() -> None:
     """Every figure a session sends is serialised with the standard library's json (see 3. above)."""
-    import plotly.io
-
     plotly.io.json.config.default_engine = PLOTLY_JSON_ENGINE
+
+
+EVERY_PAGE_USES = ("plotly.graph_objects", "explorer.views.attention_explorer", "explorer.views.figures")
 
 
 def _import_what_every_page_uses() -> None:
@@ -149,9 +149,8 @@ def _import_what_every_page_uses() -> None:
 
     Not pandas: only two pages use it, and it adds 64 MB to the server (measured), which the 690 MB budget needs.
     """
-    import plotly.graph_objects  # noqa: F401
-
-    from ..views import attention_explorer, figures  # noqa: F401
+    for name in EVERY_PAGE_USES:
+        importlib.import_module(name)
 
 
 configure_torch = configure_process  # the name the tests and benches know

@@ -17,8 +17,10 @@ from mha_core import devices
 from mha_core.inputs import BOOK_TEXT, tokenize
 from mha_core.profiling import attention_cells
 from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
+from mha_core.tasks import TASKS
 
 from . import budget
+from .trained_link import format_trained_spec, parse_trained_spec
 
 MAX_HEADS = 16
 MAX_HEAD_DIM = 64
@@ -309,7 +311,7 @@ def _fit_model(s: Settings, notices: list[str]) -> Settings:
     """A real GPT's layer (``?model=``): its shape and tokenizer are loaded only when a link asks for one."""
     if not s.model:
         return replace(s, layer=0)
-    from .real_fit import fit_real
+    from .real_fit import fit_real  # real_fit imports this module: at the top it would be a cycle
 
     return fit_real(s, notices)
 
@@ -321,8 +323,6 @@ def clamp_trained(config, layer: int):
     and the task's own vocabulary, length, batch and learning rate. A link asking for more (a 64-token,
     256-batch, 2000-step run takes most of an hour) gets the nearest run the page could have made.
     """
-    from mha_core.tasks import TASKS
-
     defaults = TASKS[config.task].defaults
     heads = max(h for h in TRAIN_HEAD_CHOICES if h <= config.num_heads) if config.num_heads >= 1 else 1
     wanted = {
@@ -344,8 +344,6 @@ def clamp_trained(config, layer: int):
 
 def _fit_trained(s: Settings, notices: list[str]) -> Settings:
     """Settings that define the module follow the trained model; a bad spec falls back to random weights."""
-    from .trained_link import format_trained_spec, parse_trained_spec  # pulls in mha_core.training: only when used
-
     try:
         config, layer = parse_trained_spec(s.trained)
     except ValueError as error:

@@ -11,11 +11,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from mha_core import devices
 from mha_core.runs import INPUT_KINDS
 
 from . import settings as cfg
+from .real_models import LABELS, facts
 from .settings import FIELD_NAMES, Settings
 from .url import apply_settings, current_settings, load_widgets, url_choice, widget_values, width_mode
 
@@ -210,8 +212,6 @@ def _forget_trained() -> None:
 
 def _real_model_controls(settings: Settings, common: dict) -> None:
     """A real GPT's layer: which block, and the way back to seeded random weights."""
-    from .real_models import LABELS, facts
-
     known = facts(settings.model)
     layers = list(range(known.n_layers if known is not None else settings.layer + 1))
     st.sidebar.info(
@@ -243,8 +243,6 @@ PAGES = (  # (script, label, icon): our own navigation, so the explorer is not l
 
 def navigation() -> None:
     """Links to every page at the top of the sidebar (config hides Streamlit's own list)."""
-    from streamlit.errors import StreamlitAPIException
-
     for script, label, icon in PAGES:
         try:
             st.sidebar.page_link(script, label=label, icon=icon)

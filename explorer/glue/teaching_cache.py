@@ -19,6 +19,8 @@ from mha_core import circuits, devices, runs, teaching, teaching_runs
 from mha_core.reference import ReferenceReport
 
 from ..views import head_circuits, heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
+from ..views.follow_a_token import build_token_view
+from ..views.head_view import build_head_view
 from . import caches, url
 from .byte_cache import MB, byte_cached
 from .settings import Settings
@@ -230,8 +232,6 @@ def preset_view(settings: Settings, preset: str, presenter: bool) -> knobs_that_
 @byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def token_view(settings: Settings, token: int, batch_index: int, presenter: bool):
     """One query token followed through every head, from the explorer's computed run (shared with its pages)."""
-    from ..views.follow_a_token import build_token_view
-
     return build_token_view(
         caches.explorer_run(settings),
         token=token,
@@ -245,6 +245,4 @@ def token_view(settings: Settings, token: int, batch_index: int, presenter: bool
 @byte_cached(max_bytes=VIEW_BYTES, max_entries=64, ttl_s=1800, spinner=_SPIN)
 def head_view(settings: Settings, batch_index: int, focus: int | None, presenter: bool):
     """The at-a-glance head view, from the explorer's computed run."""
-    from ..views.head_view import build_head_view
-
     return build_head_view(caches.explorer_run(settings), batch_index=batch_index, focus=focus, presenter=presenter)

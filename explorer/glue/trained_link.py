@@ -127,6 +127,4 @@ def _spec_int(part: str, prefix: str, name: str, low: int, high: int) -> int:
 def previous_token_spec() -> str:
     """The previous-token task at its defaults (both heads learn to look one token back, about 12 s on one core):
     Step through's one click from the book's flat scores to a head with a visible pattern."""
-    from mha_core.training import make_config
-
     return format_trained_spec(make_config("previous_token"), 0)

@@ -23,9 +23,9 @@ import streamlit as st
 import torch
 
 from mha_core import training
-from mha_core.training import ExplorerInput, TrainConfig, TrainResult
+from mha_core.training import ExplorerInput, TrainConfig, TrainResult, make_config
 
-from . import admission, trained_link
+from . import admission, trained_link, url
 from . import settings as cfg
 
 MAX_RESULTS = 16  # finished runs kept for all sessions together; a default run's state dict is ~20 KB
@@ -72,6 +72,15 @@ class ResultStore:
 def result_store() -> ResultStore:
     """The one store of finished results, shared by every session."""
     return ResultStore()
+
+
+def train_config(task: str, shape: dict[str, int], device: str) -> TrainConfig:
+    """The Trained heads page's run request on ``device``; on cpu, with a notice, where that device cannot train it."""
+    try:
+        return make_config(task, **shape, device=device)
+    except ValueError as error:
+        url.notice(f"Training on cpu instead of {device}: {error}")
+        return make_config(task, **shape, device="cpu")
 
 
 def finished_result(config: TrainConfig) -> TrainResult | None:
@@ -291,7 +300,7 @@ def _inspection(key: tuple, _result: TrainResult):
 
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner=False)
 def _trained_view(key: tuple, presenter: bool, _result: TrainResult):
-    from ..views.trained_heads import build_trained_view
+    from ..views.trained_heads import build_trained_view  # imports pandas: +66 MB, 1.5 s (measured), this page only
 
     return build_trained_view(_result, _inspection(key, _result), presenter=presenter)
 

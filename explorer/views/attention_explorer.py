@@ -13,7 +13,6 @@ import numpy as np
 import torch
 
 from mha_core import book, masks
-from mha_core.book import PRINTED_OUTPUT  # noqa: F401  (for the page)
 from mha_core.listing import init_line
 from mha_core.runs import ExplorerRun
 from mha_core.trace import Trace
@@ -172,6 +171,10 @@ def output_panel(trace: Trace, labels: list[str], *, batch_index: int, presenter
     )
 
 
+BOOK_ROWS = (  # the book's printed output, first and last row, as the page quotes it
+    f"[{book.PRINTED_OUTPUT[0][0]:.4f}, {book.PRINTED_OUTPUT[0][1]:.4f}] … "
+    f"[{book.PRINTED_OUTPUT[-1][0]:.4f}, {book.PRINTED_OUTPUT[-1][1]:.4f}]"
+)
 SECTIONS = {  # the explorer's sections: only the open one is drawn and sent
     "attention": "Attention, head by head",
     "reshapes": "Reshapes and output",

@@ -10,7 +10,6 @@ import math
 import plotly.graph_objects as go
 
 from mha_core import profiling
-from mha_core.profiling import TOKEN_STEPS, CostReport, CostSpec, token_counts  # noqa: F401  (for the page)
 
 from . import figures
 
@@ -18,8 +17,6 @@ MIB = 2**20
 FORMULA_SERIES = "b·h·T²·bytes (one matrix)"
 SHORT_NAMES = {"explicit": "Listing 3.5", "traced": "traced", "sdpa": "SDPA", "torch_mha": "nn.MultiheadAttention"}
 DEFAULT_MAX_TOKENS = 512
-MAX_TOKENS = profiling.TOKEN_STEPS[-1]
-MIN_TOKENS = profiling.CostSpec.min_tokens  # the shortest length the Cost page measures
 
 
 def formula_markdown(batch_size: int, num_heads: int, dtype: str, tokens: list[int]) -> str:

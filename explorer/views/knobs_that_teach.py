@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from mha_core import teaching
-from mha_core.teaching import MAX_PRESET_TOKENS, POSITION_PATTERNS, PRESETS  # noqa: F401  (for the page)
 from mha_core.teaching_runs import SCALE_MULTIPLIERS, DropoutRun, PresetRun, TemperatureRun
 
 from . import figures

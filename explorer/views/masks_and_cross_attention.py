@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from mha_core import masks, teaching
-from mha_core.teaching import IMPLEMENTATIONS, MASK_KINDS, MAX_CROSS_TOKENS, MaskParams  # noqa: F401  (for the page)
+from mha_core.teaching import MaskParams
 from mha_core.trace import Trace
 
 from . import figures

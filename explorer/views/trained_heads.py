@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_core.tasks import TASKS  # noqa: F401  (for the page)
-from mha_core.training import HELDOUT_SIZE, Inspection, TrainConfig, TrainResult, make_config  # noqa: F401  (for the page)
+from mha_core.training import HELDOUT_SIZE, Inspection, TrainResult
 
 from . import figures
 from .panel import Panel, rows_and_columns, shape_text
+
+ACCURACY_HELP = f"Scored positions of {HELDOUT_SIZE} sequences never trained on."
 
 # What each task's head score measures, completing "mean weight on ...".
 SCORE_NAMES = {
