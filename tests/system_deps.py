@@ -21,7 +21,7 @@ import pytest
 
 PACKAGES = {  # program -> (Debian packages, where Debian puts it, required in CI, the tests that need it)
     "chromium": (["chromium", "fonts-dejavu-core"], "/usr/bin/chromium", False, "tests/browser"),
-    "haproxy": (["haproxy"], "/usr/sbin/haproxy", True, "tests/test_deploy.py (the HAProxy tests)"),
+    "haproxy": (["haproxy"], "/usr/sbin/haproxy", True, "tests/server/test_deploy.py (the HAProxy tests)"),
 }
 
 

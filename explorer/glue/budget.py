@@ -7,9 +7,9 @@ mask and the dropped weights in train mode, each page's extra copies (the separa
 
     need = factor(page, train with dropout?) × b·h·T² × bytes per element + the module's weights + FIXED_BYTES
 
-with the factors measured on a real server at the production settings (``tests/test_memory_budget.py`` checks each
-estimate against the measured peak; bench/memory_report.py prints them side by side). ``fit`` lowers batch_size,
-then num_tokens, until a page's estimate fits. No streamlit: settings.reconcile uses it too.
+with the factors measured on a real server at the production settings (``tests/server/test_memory_budget.py``
+checks each estimate against the measured peak; bench/memory_report.py prints them side by side). ``fit`` lowers
+batch_size, then num_tokens, until a page's estimate fits. No streamlit: settings.reconcile uses it too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 MB = 2**20
 # What stays in memory beside the jobs: a server warmed on every page (a Cost measurement included), and every byte
 # cache full (byte_cache). One job's estimate may be 200 MB; estimates are within 25% of the measured peak
-# (tests/test_memory_budget.py), so WARM + CACHE + 1.25 × JOB = 679 MB stays under 690 (tests/test_budget.py).
+# (tests/server/test_memory_budget.py), so WARM + CACHE + 1.25 × JOB = 679 MB stays under 690
+# (tests/pages/test_budget.py).
 SMALLEST_SERVER_BYTES = 690 * MB  # Community Cloud's smallest app
 WARM_BYTES = 365 * MB  # measured: bench/memory_report.py --pages-only (README, "A class on one small server")
 CACHE_BYTES = 64 * MB  # byte_cache.TOTAL_BYTES

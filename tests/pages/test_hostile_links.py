@@ -1,0 +1,417 @@
+"""Issue 10's repros, one test each: links a stranger can craft, and what they must not be able to do.
+
+Each of these failed before the fix: a page locked by ``?step=--1``, a slider raising on a one-key range, a
+trained link training for most of an hour or tracing 512 × 16 × 64² weights, a Cost measurement beside a
+big run, a closed tab's work running on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from explorer.glue import admission, budget, caches, trained_link, training_cache
+from explorer.glue import settings as cfg
+from mha_core import profiling, tasks, tiny_model, training
+
+from ..apptest_helpers import check_page, open_page
+
+BIG_EVAL_LINK = "previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed1.cpu.layer0"
+LONG_TRAIN_LINK = "previous_token.heads16.layers1.d128.vocab256.len64.steps2000.batch256.lr1e-2.seed0.cpu.layer0"
+
+
+# --- one strict parser ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["--1", "++2", "-+3", "٣", "1²", "１", "0x10", "1_000", "4.0", "", "9" * 13])
+def test_one_strict_integer_parser_rejects_what_is_not_ascii_digits(raw):
+    value, message = cfg.parse_int("step", raw, 1, 1, 12)
+    assert value == 1 and message == f"step={cfg.quote(raw)} is not a whole number; using 1."
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("+4", 4), (" 7 ", 7), ("-1", 1), ("99", 12), ("012", 12)])
+def test_the_strict_parser_clamps_numbers(raw, expected):
+    value, message = cfg.parse_int("step", raw, 1, 1, 12)
+    assert value == expected
+    assert (message is None) == (1 <= int(raw) <= 12)
+
+
+def test_url_int_is_the_settings_parser(monkeypatch):
+    """url.url_int has no parser of its own: the settings' parser answers for it."""
+    seen = []
+    real = cfg.parse_int
+    monkeypatch.setattr(cfg, "parse_int", lambda *args: seen.append(args) or real(*args))
+    at = open_page("pages/1_Step_through.py", {"step": "--1"})
+    assert ("step", "--1", 1, 1, 12) in seen
+    check_page(at, ["--1"], "Step_through?step=--1")
+
+
+def test_step_double_minus_does_not_lock_the_page():
+    at = open_page("pages/1_Step_through.py", {"step": "--1"})
+    check_page(at, ["--1"], "Step_through?step=--1")
+    assert "step=`--1` is not a whole number; using 1." in [w.value for w in at.warning]
+    assert at.session_state.step_number == 1
+    at.slider(key="step_number").set_value(5).run()  # the page answers its widgets again
+    check_page(at, [], "after moving the step slider")
+    assert at.session_state.step_number == 5
+
+
+# --- widgets never raise ----------------------------------------------------------------------------------------
+
+
+def test_sliding_window_with_one_key_draws_no_impossible_slider():
+    at = open_page("pages/3_Masks_and_cross_attention.py", {"mask": "sliding window", "src_len": "1"})
+    check_page(at, [], "Masks?mask=sliding window&src_len=1")
+    assert "masks_window" not in [s.key for s in at.slider]
+    assert any("the only value these settings allow" in c.value for c in at.caption)
+
+
+def test_sliding_window_reached_by_the_widgets_with_one_key():
+    at = open_page("pages/3_Masks_and_cross_attention.py", {"mask": "sliding window"})
+    at.slider(key="masks_src").set_value(1).run()
+    check_page(at, [], "src_len slider moved to 1")
+    at.slider(key="masks_src").set_value(5).run()
+    check_page(at, [], "src_len slider back to 5")
+    assert at.slider(key="masks_window").max == 5
+
+
+# --- the page boundary ------------------------------------------------------------------------------------------
+
+
+def _boundary_script(kind: str) -> None:
+    import streamlit as st
+    from streamlit.errors import StreamlitAPIException
+
+    from explorer.glue import boundary
+
+    def body() -> None:
+        st.title("body")
+        if kind == "api":
+            raise StreamlitAPIException("a widget was given an impossible range")
+        if kind == "stop":
+            st.stop()
+        if kind == "rerun" and not st.session_state.get("rerun_done"):
+            st.session_state.rerun_done = True
+            st.rerun()
+        st.markdown("finished")
+
+    boundary.run_page(body)
+
+
+@pytest.mark.parametrize("kind", ["api", "stop", "rerun"])
+def test_run_page_catches_streamlit_errors_but_not_its_control_flow(kind):
+    at = AppTest.from_function(_boundary_script, args=(kind,), default_timeout=60).run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    if kind == "api":
+        assert errors == [
+            "Something went wrong (StreamlitAPIException). Try smaller settings or reload the page; "
+            "the error was logged."
+        ]
+    else:
+        assert not errors  # st.stop and st.rerun did their job, unseen
+        assert ("finished" in [m.value for m in at.markdown]) == (kind == "rerun")
+
+
+# --- trained links ----------------------------------------------------------------------------------------------
+
+
+def test_a_trained_link_is_clamped_to_what_the_page_offers_with_a_notice():
+    s, notices = cfg.parse_query({"trained": LONG_TRAIN_LINK})
+    config, layer = trained_link.parse_trained_spec(s.trained)
+    defaults = tasks.TASKS["previous_token"].defaults
+    assert (config.num_heads, config.d_model) == (max(cfg.TRAIN_HEAD_CHOICES), cfg.TRAIN_D_MODEL)
+    assert (config.vocab_size, config.seq_len, config.batch_size) == (
+        defaults.vocab_size,
+        defaults.seq_len,
+        defaults.batch_size,
+    )
+    assert config.steps == cfg.TRAIN_MAX_STEPS and layer == 0
+    assert any("not one the Trained heads page trains" in n and "batch_size 256 → 64" in n for n in notices)
+    assert s.num_tokens == defaults.seq_len and s.d_out == cfg.TRAIN_D_MODEL  # the explorer follows the clamp
+
+
+def test_a_page_made_link_is_left_as_it_is():
+    page_config = training.make_config("induction", num_heads=4, d_model=cfg.TRAIN_D_MODEL, steps=300, seed=9)
+    spec = trained_link.format_trained_spec(page_config, 1)
+    s, notices = cfg.parse_query({"trained": spec})
+    assert s.trained == spec and not [n for n in notices if "not one the Trained heads page trains" in n]
+
+
+def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
+    """The held-out evaluation runs in chunks; the link trains the clamped config, through the gate."""
+    batches, configs = [], []
+    real_weights, real_run = tiny_model.TinyAttentionModel.attention_weights, training.run
+
+    def watched_weights(self, tokens):
+        batches.append(tokens.shape[0])
+        return real_weights(self, tokens)
+
+    def watched_run(config, **kwargs):
+        configs.append((config, kwargs.get("time_budget_s")))
+        return real_run(config, **kwargs)
+
+    monkeypatch.setattr(tiny_model.TinyAttentionModel, "attention_weights", watched_weights)
+    monkeypatch.setattr(training, "run", watched_run)
+    training_cache.result_store().clear()
+    admitted = admission.GATE.admitted
+    at = open_page("app.py", {"trained": BIG_EVAL_LINK})
+    check_page(at, [], f"?trained={BIG_EVAL_LINK}")
+    ((config, budget),) = configs
+    assert config.num_heads == 8 and config.seq_len == 16 and config.batch_size == 64 and config.steps == 10
+    assert budget == admission.TRAIN_TIME_BUDGET_S
+    assert batches and max(batches) <= training.HELDOUT_CHUNK
+    assert admission.GATE.admitted == admitted + 1
+    assert any("not one the Trained heads page trains" in w.value for w in at.warning)
+
+
+def test_chunked_evaluation_equals_one_batch():
+    result = training.train("first_token", steps=30, seed=3)
+    model = training.load_model(result)
+    heldout = result.task.batch(torch.Generator().manual_seed(7), 200, 16, 16)
+    accuracy, scores = training._evaluate(model, result.task, heldout, 16)
+    with torch.no_grad():
+        _, whole = training._scored_loss_and_accuracy(model(heldout.tokens), heldout)
+    weights = model.attention_weights(heldout.tokens)
+    assert accuracy == pytest.approx(float(whole), abs=1e-6)  # float32 means, summed in another order
+    assert scores[0] == pytest.approx(result.task.pattern_score(weights[0], heldout.tokens), abs=1e-6)
+
+
+def test_training_stops_at_its_time_budget():
+    config = training.make_config("previous_token", steps=2000, seed=5)
+    begin = time.monotonic()
+    result = training.run(config, time_budget_s=0.3)
+    assert result.stopped_early and result.steps_run < config.steps
+    assert time.monotonic() - begin < 10
+
+
+# --- real-model links (?model=&layer=&head=&text=) -------------------------------------------------------------
+
+REAL_LINK_PAGES = ("app.py", "pages/7_Follow_a_token.py", "pages/8_Real_heads.py")
+EXPLORERS = REAL_LINK_PAGES[:2]  # the pages that trace one layer: a bad ?layer= is their news, not Real heads'
+HOSTILE_REAL = [  # (query, what the notice says, the pages that say it)
+    ({"model": "<script>alert(1)</script>", "layer": "0"}, "is not one of own, gpt2; using own", REAL_LINK_PAGES),
+    ({"model": "own", "layer": "-1"}, "layer=`-1` is outside", EXPLORERS),
+    ({"model": "own", "layer": "99"}, "does not exist in the shipped model", EXPLORERS),
+    ({"model": "own", "layer": "1e309"}, "is not a whole number", EXPLORERS),
+    ({"model": "own", "text": ""}, "has no tokens; using the book's sentence", REAL_LINK_PAGES),
+    ({"model": "own", "text": "word " * 400}, "tokens long", REAL_LINK_PAGES),
+    ({"model": "gpt2", "layer": "3"}, "GPT-2 stays in memory once loaded", REAL_LINK_PAGES),
+]
+
+
+@pytest.mark.parametrize(("query", "said", "pages"), HOSTILE_REAL, ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize("page", REAL_LINK_PAGES)
+def test_hostile_real_model_links_are_clamped_with_a_notice(page, query, said, pages, tmp_path, monkeypatch):
+    monkeypatch.setenv("MHA_GPT2_DIR", str(tmp_path))
+    at = open_page(page, query | {"head": "<b>9</b>"})
+    check_page(at, [str(v) for v in query.values()], f"{page}?{query}")
+    assert at.get("plotly_chart"), f"{page}?{query}: no chart"
+    shown = " ".join(alert.value for alert in [*at.warning, *at.info])
+    assert (said in shown) == (page in pages), f"{page}?{query}: {shown[:500]}"
+    settings = at.session_state.settings
+    assert settings.model in ("own", "") and settings.layer >= 0 and settings.num_tokens <= 64
+
+
+def test_a_real_model_link_survives_its_rerun_and_a_page_switch():
+    at = open_page("app.py", {"model": "own", "layer": "1", "head": "2", "text": "Your journey starts"})
+    at.run()
+    check_page(at, [], "rerun")
+    before = at.session_state.settings
+    at.switch_page("pages/5_Trained_heads.py").run()  # its own ?layer= must not move the real model's layer
+    at.run()
+    at.switch_page("app.py").run()
+    check_page(at, [], "back on the explorer")
+    assert at.session_state.settings == before
+
+
+# --- the admission gate -----------------------------------------------------------------------------------------
+
+
+def test_heavy_jobs_never_overlap_and_a_waiting_job_leaves_when_its_session_ends():
+    gate = admission.Gate(1)
+    inside, overlap = [], []
+    ended = threading.Event()
+
+    def job(k: int) -> None:
+        with gate.admit(f"job {k}"):
+            inside.append(k)
+            overlap.append(gate.active)
+            time.sleep(0.2)
+
+    threads = [threading.Thread(target=job, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.05)
+    waited = {}
+
+    def closed_tab() -> None:
+        begin = time.monotonic()
+        try:
+            with gate.admit("closed tab", should_stop=ended.is_set):
+                waited["ran"] = True
+        except admission.SessionEndedError:
+            waited["left_after"] = time.monotonic() - begin
+
+    leaver = threading.Thread(target=closed_tab)
+    leaver.start()
+    time.sleep(0.1)
+    ended.set()
+    leaver.join(5)
+    for thread in threads:
+        thread.join(10)
+    assert sorted(inside) == [0, 1, 2, 3] and max(overlap) == 1 and gate.peak_active == 1
+    assert "ran" not in waited and waited["left_after"] < 1.0  # it left at the next poll, not after the others
+
+
+def test_a_job_that_waits_too_long_is_told_the_server_is_busy():
+    gate = admission.Gate(1)
+    holding, release = threading.Event(), threading.Event()
+
+    def other_visitor() -> None:
+        with gate.admit("first"):
+            holding.set()
+            release.wait(10)
+
+    other = threading.Thread(target=other_visitor)
+    other.start()
+    holding.wait(5)
+    with pytest.raises(admission.ServerBusyError, match="busy"), gate.admit("second", wait_s=0.3):
+        pass
+    release.set()
+    other.join(5)
+    with gate.admit("third", wait_s=0.3):  # the slot came back
+        assert gate.active == 1
+
+
+def test_a_nested_admission_in_the_same_thread_does_not_deadlock():
+    gate = admission.Gate(1)
+    with gate.admit("outer"), gate.admit("inner", wait_s=0.5):
+        assert gate.active == 1
+
+
+def test_session_ended_asks_the_runtime_about_this_session(monkeypatch):
+    from streamlit.runtime import Runtime
+
+    active = {"s1"}
+
+    class FakeRuntime:
+        def is_active_session(self, session_id):
+            return session_id in active
+
+    class FakeContext:
+        session_id = "s1"
+
+    monkeypatch.setattr(Runtime, "exists", staticmethod(lambda: True))
+    monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: FakeRuntime()))
+    monkeypatch.setattr(admission, "get_script_run_ctx", lambda suppress_warning=False: FakeContext())
+    ended = admission.session_ended()
+    assert not ended()
+    active.clear()  # the tab closed: the websocket session manager drops it from the active sessions
+    assert ended()
+
+
+def test_a_training_job_stops_when_its_session_ends():
+    config = training.make_config("previous_token", steps=2000, seed=11)
+    closed = threading.Event()
+    job = training_cache.TrainingJob(config, training_cache.ResultStore(), session_ended=closed.is_set).start()
+    while not job.history()[0] and job.running:
+        time.sleep(0.02)
+    closed.set()
+    assert job.wait(10)
+    assert job.result is not None and job.result.stopped_early and job.result.steps_run < config.steps
+
+
+def test_the_cost_measurement_goes_through_the_gate_and_stops_when_its_session_ends(monkeypatch):
+    admitted = admission.GATE.admitted
+    calls = {"n": 0}
+
+    def ends_after_two_checks():
+        def ended():
+            calls["n"] += 1
+            return calls["n"] > 2
+
+        return ended
+
+    monkeypatch.setattr(admission, "session_ended", ends_after_two_checks)
+    at = open_page("pages/6_Cost.py", {"num_heads": "2", "d_out": "8", "max_tokens": "256"})
+    at.button(key="cost_measure").click().run()
+    assert not at.exception and not at.error
+    assert admission.GATE.admitted == admitted + 1
+    assert "cost_report" not in at.session_state  # stopped between measurements, nothing kept
+    assert profiling._MEASURING.acquire(timeout=1)  # and the measurement lock was given back
+    profiling._MEASURING.release()
+
+
+def test_the_cost_measurement_is_held_to_its_memory_budget():
+    at = open_page("pages/6_Cost.py", {"num_heads": "16", "d_out": "1024", "max_tokens": "1024", "batch_size": "1"})
+    check_page(at, [], "Cost at 16 heads")
+    assert any(f"memory budget of {budget.JOB_BYTES // budget.MB} MB" in w.value for w in at.warning)
+    settings = cfg.parse_query({"num_heads": "16", "d_out": "1024", "batch_size": "1"})[0]
+    longest = budget.cost_max_tokens(settings, 1024, profiling.TOKEN_STEPS)
+    assert longest == 512  # 4.3 × 16 · 512² · 4 B + 60 B × 1024² + 12 MiB = 144 MiB fits 200 MiB; 1024 tokens do not
+    assert budget.cost_max_tokens(replace(settings, dtype="float64"), 1024, profiling.TOKEN_STEPS) == 256  # twice
+
+
+def test_explorer_heavy_runs_take_the_gate():
+    small, large = cfg.DEFAULTS, cfg.parse_query({"num_heads": "16", "num_tokens": "512", "batch_size": "1"})[0]
+    assert not caches.is_heavy(small) and caches.is_heavy(large)
+    admitted = admission.GATE.admitted
+    with caches.heavy_gate(small):
+        assert admission.GATE.admitted == admitted
+    with caches.heavy_gate(large):
+        assert admission.GATE.active == 1
+    assert admission.GATE.admitted == admitted + 1
+
+
+# --- continuiti's attention call --------------------------------------------------------------------------------
+
+
+def test_a_plain_continuiti_style_attention_plugs_in():
+    """A callable taking only (query, key, value, attn_mask=None), called by keyword, gets no dropout_p or recorder."""
+    import torch.nn.functional as F
+
+    from mha_core.modules import QKVMultiHeadAttention
+    from mha_core.trace import trace_forward
+
+    calls = []
+
+    def plain(query, key, value, attn_mask=None):
+        calls.append(attn_mask)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)
+
+    torch.manual_seed(0)
+    reference = QKVMultiHeadAttention(8, 2)
+    module = QKVMultiHeadAttention(8, 2, attention=plain)
+    module.load_state_dict(reference.state_dict())
+    q, kv = torch.rand(2, 3, 8), torch.rand(2, 5, 8)
+    mask = torch.rand(2, 3, 5) > 0.3
+    mask[..., 0] = True
+    assert torch.allclose(module(q, kv, kv, mask), reference(q, kv, kv, mask), atol=1e-6)
+    assert calls[-1].shape == (2, 1, 3, 5)
+    assert torch.allclose(trace_forward(module, q, kv, kv).output, reference(q, kv, kv), atol=1e-6)
+    with pytest.raises(ValueError, match="dropout_p=0.5 needs an attention that accepts dropout_p"):
+        QKVMultiHeadAttention(8, 2, attention=plain, dropout_p=0.5)
+
+
+def test_torch_sdpa_wrapped_takes_dropout_by_keyword():
+    import torch.nn.functional as F
+
+    from mha_core.modules import QKVMultiHeadAttention
+
+    seen = []
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0):
+        seen.append(dropout_p)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
+
+    module = QKVMultiHeadAttention(8, 2, attention=sdpa, dropout_p=0.25)
+    x = torch.rand(1, 4, 8)
+    module.eval()(x, x, x)
+    module.train()(x, x, x)
+    assert seen == [0.0, 0.25]  # dropout only in training mode, passed because the signature accepts it
