@@ -23,15 +23,15 @@ def one_thread():
 @pytest.fixture
 def fresh_caches():
     """Cached views and modules would answer without calling what a test patches: empty them, before and after."""
-    from explorer.glue import byte_cache
+    from explorer.glue import caches
 
     st.cache_data.clear()
     st.cache_resource.clear()
-    byte_cache.clear_all()
+    caches.clear_all()
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
-    byte_cache.clear_all()
+    caches.clear_all()
 
 
 def pytest_collection_modifyitems(items):

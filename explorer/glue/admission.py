@@ -24,7 +24,7 @@ A new heavy path declares what it adds at its peak, in bytes, before it allocate
         ...
 
 A job over ``JOB_BYTES`` raises ``OverBudgetError`` (fit the settings first: ``budget.fitted``); the old form
-``admit(label, heavy=True)`` still gates time-heavy work without bytes. Cached results go in a ``byte_cache``.
+``admit(label, heavy=True)`` still gates time-heavy work without bytes. Cached results go in ``caches.byte_cached``.
 
 No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to this module.
 """

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit import runtime
 
-from . import admission, byte_cache
+from . import admission, caches
 
 IDLE_CLEAR_S = float(os.environ.get("MHA_IDLE_CLEAR_S", "300"))
 CHECK_S = min(30.0, max(1.0, IDLE_CLEAR_S / 4))
@@ -57,7 +57,7 @@ def clear_caches() -> None:
     """Every st.cache_data and st.cache_resource entry and the expired closed sessions, then memory back to the OS."""
     st.cache_data.clear()
     st.cache_resource.clear()
-    byte_cache.clear_all()
+    caches.clear_all()
     dropped = drop_expired_sessions()
     admission.release_memory()
     log.info(

@@ -1,7 +1,7 @@
 """Streamlit glue for the teaching pages: caches keyed on settings and page parameters, and page-parameter state.
 
 Every cache here is keyed on the frozen ``Settings`` and small ints, strings or frozen dataclasses, never on arrays.
-The views hold built figures, so they live in byte-bounded shared caches (``byte_cache``; shared, never mutated):
+The views hold built figures, so they live in byte-bounded shared caches (``caches.byte_cached``, never mutated):
 ``st.cache_data`` would pickle them, and plotly validates every figure again when it is unpickled.
 Modules come from ``caches.cached_module`` (shared read-only); anything that changes weights works on a copy
 (see ``mha_core.teaching``). The cached values are runs (``mha_core.runs``, ``mha_core.teaching_runs``) and the
@@ -22,7 +22,7 @@ from ..views import head_circuits, heads_and_references, knobs_that_teach, masks
 from ..views.follow_a_token import build_token_view
 from ..views.head_view import build_head_view
 from . import caches, url
-from .byte_cache import MB, byte_cached
+from .caches import MB, byte_cached
 from .settings import Settings
 
 # --- a page's own parameters: read once from the URL into the widget's state, kept in range after that --------------
@@ -55,7 +55,7 @@ def seed_choice(key: str, url_name: str, default: str, choices: tuple[str, ...] 
 
 _SPIN = "Running the module…"
 RUN_BYTES = 24 * MB  # a page's computed run is kept only below this
-VIEW_BYTES = 24 * MB  # each view cache's share of byte_cache.TOTAL_BYTES
+VIEW_BYTES = 24 * MB  # each view cache's share of caches.TOTAL_BYTES
 
 
 @functools.cache
@@ -89,7 +89,7 @@ def step_view(settings: Settings, number: int, batch_index: int, presenter: bool
 
 # Each page's computation is cached apart from the figures drawn from it (keyed on everything but the batch element
 # shown and presenter mode), so those presentation choices redraw without running anything. Every cache is bounded in
-# bytes (explorer.glue.byte_cache): a heavy run is larger than RUN_BYTES and is never kept, only its views.
+# bytes (``caches.byte_cached``): a heavy run is larger than RUN_BYTES and is never kept, only its views.
 
 
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from explorer.glue import admission, budget, byte_cache
+from explorer.glue import admission, budget, caches
 from explorer.glue.settings import parse_query
 
 from ..apptest_helpers import run_page
@@ -20,7 +20,7 @@ WORST = LARGEST | dict(d_in="1024", dtype="float64", train="true", dropout="0.5"
 def test_a_warm_server_full_caches_and_one_job_that_errs_low_by_a_quarter_fit_the_smallest_server():
     held = budget.WARM_BYTES + budget.CACHE_BYTES + budget.ESTIMATE_ERROR * budget.JOB_BYTES
     assert held <= budget.SMALLEST_SERVER_BYTES, held / budget.MB
-    assert budget.CACHE_BYTES == byte_cache.TOTAL_BYTES
+    assert budget.CACHE_BYTES == caches.TOTAL_BYTES
 
 
 def test_an_estimate_counts_the_dtype_train_mode_and_dropout():
@@ -175,7 +175,7 @@ def test_the_old_call_form_still_gates_and_a_light_estimate_passes():
 def test_a_byte_cache_holds_its_bytes_and_never_an_entry_larger_than_them():
     calls = []
 
-    @byte_cache.byte_cached(max_bytes=3 * 2**20, max_entries=64)
+    @caches.byte_cached(max_bytes=3 * 2**20, max_entries=64)
     def make(k: int, n: int):
         calls.append(k)
         return np.zeros(n, dtype=np.uint8)
@@ -193,12 +193,10 @@ def test_a_byte_cache_holds_its_bytes_and_never_an_entry_larger_than_them():
 
 def test_an_entry_size_counts_what_a_numpy_view_keeps_alive():
     whole = np.zeros((1000, 1000))
-    assert byte_cache.size_of({"row": whole[0]}) >= whole.nbytes
+    assert caches.size_of({"row": whole[0]}) >= whole.nbytes
 
 
 def test_the_npz_download_is_offered_while_it_fits_and_is_made_through_the_gate():
-    from explorer.glue import caches
-
     medium = parse_query(dict(num_heads="16", d_out="256", num_tokens="256", input="random", batch_size="1"))[0]
     worst = parse_query(WORST)[0]
     assert caches.npz_offered(medium) and not caches.npz_offered(worst)
@@ -210,12 +208,10 @@ def test_the_npz_download_is_offered_while_it_fits_and_is_made_through_the_gate(
 
 
 def test_a_view_already_made_is_served_without_waiting_for_the_gate():
-    from explorer.glue import caches
-
     made = []
 
     @caches.gated("explorer")
-    @byte_cache.byte_cached(max_bytes=2**20)
+    @caches.byte_cached(max_bytes=2**20)
     def view(settings, k):
         made.append(k)
         return k
