@@ -9,7 +9,7 @@ import streamlit as st
 
 from explorer.glue import admission, boundary, budget, measuring, sidebar, url
 from explorer.views import cost
-from explorer.views.panel import Panel
+from explorer.views.figures.panel import Panel
 
 st.set_page_config(page_title="Cost · Multi-Head Attention Explorer", page_icon="⏱️", layout="wide")
 

@@ -19,7 +19,7 @@ from mha_core.trace import Trace
 
 from . import figures
 from .explorer_reshapes import reshape_panels
-from .panel import Panel, caption, token_heads_panel
+from .figures.panel import Panel, caption, token_heads_panel
 
 
 def _per_head_panel(

@@ -12,7 +12,7 @@ from mha_core.listing import init_line, listing_line
 from mha_core.trace import Trace
 
 from . import figures
-from .panel import Panel, caption, head_names
+from .figures.panel import Panel, caption, head_names
 
 
 def _projection_panels(trace: Trace, labels: list[str], b: int, presenter: bool) -> list[Panel]:

@@ -18,7 +18,7 @@ from mha_core import book
 from mha_core.runs import ExplorerRun
 
 from . import figures
-from .panel import Panel
+from .figures.panel import Panel
 
 SHOW_DIMS = 8  # vectors are printed with at most this many numbers
 SHOW_KEYS = 12  # per head, the keys with the largest weights (in position order) are listed

@@ -16,8 +16,8 @@ import numpy as np
 from mha_core.circuits import HeadReport
 
 from . import figures
+from .figures.panel import Panel, index_labels, shape_text, to_numpy
 from .follow_a_token import contributions_figure
-from .panel import Panel, index_labels, shape_text, to_numpy
 
 INTRO = (
     "Each head is two matrices on the input's d_in features. **W_QK** = W_Qʰᵀ W_Kʰ (d_in × d_in) says where it "

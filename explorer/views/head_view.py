@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from mha_core.runs import ExplorerRun
 
 from . import figures
-from .panel import Panel
+from .figures.panel import Panel
 
 # (lowest weight, opacity, line width): a weight falls in the last band whose lowest weight it reaches
 BANDS = ((0.02, 0.15, 1.0), (0.1, 0.3, 1.5), (0.25, 0.5, 2.5), (0.5, 0.75, 3.5), (0.75, 1.0, 5.0))

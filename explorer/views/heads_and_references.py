@@ -11,7 +11,7 @@ from mha_core.reference import ReferenceReport
 from mha_core.runs import HeadsRun
 
 from . import figures
-from .panel import Panel, caption, rows_and_columns, shape_text, to_numpy, token_heads_panel
+from .figures.panel import Panel, caption, rows_and_columns, shape_text, to_numpy, token_heads_panel
 
 # =====================================================================================================================
 # Heads and references

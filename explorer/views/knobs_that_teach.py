@@ -14,7 +14,7 @@ from mha_core import teaching
 from mha_core.teaching_runs import SCALE_MULTIPLIERS, DropoutRun, PresetRun, TemperatureRun
 
 from . import figures
-from .panel import Panel, caption, head_names, index_labels, shape_text, to_numpy, token_heads_panel
+from .figures.panel import Panel, caption, head_names, index_labels, shape_text, to_numpy, token_heads_panel
 
 # =====================================================================================================================
 # Knobs that teach

@@ -13,7 +13,7 @@ from mha_core.teaching import MaskParams
 from mha_core.trace import Trace
 
 from . import figures
-from .panel import Panel, head_names, index_labels, shape_text, to_numpy
+from .figures.panel import Panel, head_names, index_labels, shape_text, to_numpy
 
 # =====================================================================================================================
 # Masks and cross-attention

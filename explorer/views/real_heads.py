@@ -17,8 +17,8 @@ from mha_core.head_scores import KINDS
 from mha_core.model_heads import HeadProbe, TextReading
 
 from . import figures
+from .figures.panel import Panel, shape_text
 from .figures.style import _SEQUENTIAL, _font, escape_label, finish_figure
-from .panel import Panel, shape_text
 
 KIND_TEXT = {  # what each kind of head does, in a sentence a student can say back
     "previous token": "looks at the token just before: it passes each word's left neighbour along, "

@@ -13,7 +13,7 @@ from mha_core.teaching import ScaleDemo
 from mha_core.trace import Trace
 
 from . import figures
-from .panel import Panel
+from .figures.panel import Panel
 
 PREVIOUS_TOKEN_LINK = (
     "One click to a trained previous-token head (it trains the first time: about 12 s on one CPU core):"

@@ -13,8 +13,8 @@ from mha_core.teaching import ScaleDemo
 from mha_core.trace import Trace
 
 from . import figures
+from .figures.panel import Panel, caption, head_names, index_labels, shape_text
 from .knobs_that_teach import keep_mask_figure
-from .panel import Panel, caption, head_names, index_labels, shape_text
 from .step_notes import scale_panels, scores_notes
 from .step_through_steps import STEP_COUNT, STEPS, Step, code_of, marked_listing
 

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from mha_core.training import HELDOUT_SIZE, Inspection, TrainResult
 
 from . import figures
-from .panel import Panel, rows_and_columns, shape_text
+from .figures.panel import Panel, rows_and_columns, shape_text
 
 ACCURACY_HELP = f"Scored positions of {HELDOUT_SIZE} sequences never trained on."
 

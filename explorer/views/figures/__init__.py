@@ -1,6 +1,7 @@
 """Pure plotly figure builders: numpy arrays and labels in, ``go.Figure`` out.
 
-No streamlit and no torch here, so every builder can be tested on small arrays and used from a notebook.
+No streamlit, and no torch in the builders, so every builder can be tested on small arrays and used from a notebook;
+``panel`` (the Panel every view hands a page, with its captions) is the one module here that reads a trace.
 
 Axis letters: h heads, i query position (matrix rows), j key position (matrix columns).
 

@@ -14,7 +14,7 @@ import torch
 from mha_core.listing import listing_statement
 from mha_core.trace import Trace
 
-from . import figures
+from .heatmaps import heads_heatmap
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def token_heads_panel(
         key,
         title,
         text,
-        figures.heads_heatmap(
+        heads_heatmap(
             values,
             labels,
             labels,
