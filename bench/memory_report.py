@@ -205,7 +205,7 @@ for name, tensor in trace.steps.items():
 big = {k: v for k, v in steps.items() if v >= 2**20}
 attention = step("attention figures from the trace",
                  lambda: attention_explorer.attention_panels(trace, labels, batch_index=0, presenter=False,
-                                                 mask_buffer=module.mask, dropout_shown=False))
+                                                 mask_allowed=~module.mask.bool().numpy(), dropout_shown=False))
 del attention, trace
 step("del trace and figures, gc.collect()", gc.collect)
 step("malloc_trim(0)", lambda: ctypes.CDLL("libc.so.6").malloc_trim(0))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import devices, heads, inputs
+from . import devices, heads, inputs, masks
 from .modules import MultiHeadAttention
 from .rng import seeded
 from .trace import Trace, trace_forward
@@ -106,7 +106,7 @@ class ExplorerRun:
 
     trace: Trace
     labels: list[str]
-    mask_buffer: torch.Tensor | None  # the book's (context_length, context_length) buffer, 1 = blocked
+    mask_allowed: np.ndarray | None  # the book's (context_length, context_length) buffer as may-attend
     out_proj_weight: np.ndarray  # (d_out, d_out)
     dropout_shown: bool  # train mode with p > 0: the weights after dropout differ from the weights
     out_proj_bias: np.ndarray | None = None  # (d_out,)
@@ -118,7 +118,7 @@ def run_explorer(module, x, labels, *, train: bool, seed: int, dropout: float) -
     return ExplorerRun(
         trace=trace,
         labels=list(labels),
-        mask_buffer=module.mask,
+        mask_allowed=None if module.mask is None else masks.from_blocked(module.mask).cpu().numpy(),  # 1 = blocked
         out_proj_weight=module.out_proj.weight.detach().float().cpu().numpy(),
         dropout_shown=train and dropout > 0,
         out_proj_bias=module.out_proj.bias.detach().float().cpu().numpy(),

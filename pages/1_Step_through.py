@@ -11,7 +11,7 @@ from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
 from explorer.glue import boundary, sidebar, teaching_cache, trained_link, url
 from explorer.views.step_notes import PREVIOUS_TOKEN_LINK
-from explorer.views.step_through_steps import STEP_COUNT, STEPS, line_ranges
+from explorer.views.step_through_steps import STEP_COUNT, STEPS
 
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
@@ -77,7 +77,7 @@ def presenter_step(view) -> None:
 
 def classroom_step(view, trained: bool = False) -> None:
     """The whole listing (this step in colour) beside the step: its shape, its lines, its figures."""
-    lines = line_ranges(view.lines)
+    lines = view.line_text
     listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)

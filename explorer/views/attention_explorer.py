@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from mha_core import book, masks
+from mha_core import book
 from mha_core.listing import init_line
 from mha_core.runs import ExplorerRun
 from mha_core.trace import Trace
@@ -42,9 +41,8 @@ def _per_head_panel(
     )
 
 
-def _mask_buffer_panel(mask_buffer: torch.Tensor, presenter: bool) -> Panel:
-    """The module's whole (context_length, context_length) buffer, drawn as may-attend."""
-    allowed_buffer = masks.from_blocked(mask_buffer).cpu().numpy()  # the book stores 1 = blocked
+def _mask_buffer_panel(allowed_buffer: np.ndarray, presenter: bool) -> Panel:
+    """The module's whole (context_length, context_length) buffer, drawn as may-attend (the run translated it)."""
     n = allowed_buffer.shape[0]
     return Panel(
         "mask_buffer",
@@ -95,7 +93,7 @@ def attention_panels(
     *,
     batch_index: int,
     presenter: bool,
-    mask_buffer: torch.Tensor | None,
+    mask_allowed: np.ndarray | None,
     dropout_shown: bool,
 ) -> list[Panel]:
     """Per-head matrices, side by side on one colour scale per kind: scores, masks, weights."""
@@ -108,8 +106,8 @@ def attention_panels(
         )
 
     panels = [per_head("attn_scores", "Raw scores Q Kᵀ, per head", "scores", f"attn_scores = Q Kᵀ · {where}")]
-    if mask_buffer is not None:
-        panels.append(_mask_buffer_panel(mask_buffer, presenter))
+    if mask_allowed is not None:
+        panels.append(_mask_buffer_panel(mask_allowed, presenter))
     panels += [
         _mask_used_panel(trace, labels, presenter),
         per_head(
@@ -214,7 +212,7 @@ def build_view(
             labels,
             batch_index=batch_index,
             presenter=presenter,
-            mask_buffer=run.mask_buffer,
+            mask_allowed=run.mask_allowed,
             dropout_shown=run.dropout_shown,
         )
     elif section == "reshapes":

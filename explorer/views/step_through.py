@@ -16,7 +16,7 @@ from . import figures
 from .figures.panel import Panel, caption, head_names, index_labels, shape_text
 from .knobs_that_teach import keep_mask_figure
 from .step_notes import scale_panels, scores_notes
-from .step_through_steps import STEP_COUNT, STEPS, Step, code_of, marked_listing
+from .step_through_steps import STEP_COUNT, STEPS, Step, code_of, line_ranges, marked_listing
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class StepView:
     count: int
     title: str
     lines: tuple[int, ...]  # highlighted lines of Listing 3.5, 1-based
+    line_text: str  # those lines in words: "lines 14, 52–53"
     listing: str  # the whole listing with a + gutter on those lines
     code: str  # the highlighted lines alone
     shape_before: str  # "(b, T, d_out) = (2, 6, 2)", or "" for the first step
@@ -338,6 +339,7 @@ def build_step_view(
         count=STEP_COUNT,
         title=step.title,
         lines=step.lines,
+        line_text=line_ranges(step.lines),
         listing=marked_listing(step.lines),
         code=code_of(step.lines),
         shape_before=shape_line(trace, *step.before) if step.before else "",
