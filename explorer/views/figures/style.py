@@ -252,7 +252,7 @@ def finish_figure(
     legend_entries, the legend's length, makes the figure tall enough to show all of it.
     Figures are built as dicts because plotly validates every property set on a figure object, which made a
     figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
-    (``tests/test_figures.py``), so it is wrapped here without validating it again.
+    (``tests/views/test_figures.py``), so it is wrapped here without validating it again.
     """
     title_px, subtitle_px = _font(presenter, 1.3), _font(presenter, 0.85)
     wrapped = wrap(title, TITLE_CHARS_PRESENTER if presenter else TITLE_CHARS)
