@@ -50,7 +50,7 @@ def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None
             "Queries on the left, keys on the right: each line's strength is the attention weight, one "
             "colour per head (as in BertViz's head view). The followed token's lines are drawn strong."
         )
-    boundary.show_figure(glance.panel, bare=presenter)
+    boundary.show_figure(glance.panel, bare=presenter, stage=presenter)  # presenter: it fills the first screen
 
 
 def show_heads(view, token: int, presenter: bool, followed: int | None = None) -> None:

@@ -436,7 +436,9 @@ def test_head_k_has_one_colour_in_every_figure_and_legend():
     assert [tr.line.color for tr in chart.data] == colors
     band = F.matrix_heatmap(np.ones((2, 32)), None, None, title="q", column_groups=h)
     assert [s.fillcolor for s in band.layout.shapes if s.name and s.name.startswith("head band")] == colors
-    for fig in (lines, bars, chart):  # no legend cut: the plot is tall enough for every entry
+    assert lines.layout.legend.orientation == "h"  # presenter, 16 heads: rows under the plot, which a stage holds
+    assert lines.layout.margin.b >= 3 * 1.3 * lines.layout.legend.font.size  # room for three rows of entries
+    for fig in (bars, chart):  # no legend cut: the plot is tall enough for every entry
         plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
         assert plot_px >= h * (1.3 * fig.layout.legend.font.size + 14), fig.layout.title.text  # 32.5 px an entry at 15
 
