@@ -499,3 +499,27 @@ def test_subplot_grid_matches_make_subplots(rows, cols, titles):
     want = [(a["text"], a["x"], a["y"], a["font"]["size"]) for a in reference.get("annotations", [])]
     assert [g[0] for g in got] == [w[0] for w in want]
     np.testing.assert_allclose([g[1:] for g in got] or [[0, 0, 0]], [w[1:] for w in want] or [[0, 0, 0]], atol=1e-12)
+
+
+def test_a_phone_stacks_the_heads_in_one_column_each_at_least_150_px(rng):
+    """Issue 21: on a 390 x 844 phone two heads side by side got about 65 px each and their labels ran together."""
+    import plotly.graph_objects as go
+
+    from explorer.views.figures.heatmap_layout import PHONE_FIGURE_PX, PHONE_MIN_PANEL_PX, one_column
+
+    fig = F.heads_heatmap(softmax(causal_scores(rng, 4, 6)), TOKENS, TOKENS, title="w", kind="weights")
+    before = fig.to_json()
+    stacked = one_column(fig)
+    assert fig.to_json() == before  # the cached figure is not changed
+    layout = stacked.layout
+    assert all(layout[f"xaxis{s}"].domain == (0.0, 1.0) for s in ("", "2", "3", "4"))  # one column
+    tops = [layout[f"yaxis{s}"].domain[1] for s in ("", "2", "3", "4")]
+    assert tops == sorted(tops, reverse=True) and all(layout[f"yaxis{s}"].showticklabels for s in ("", "2"))
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    sides = [(layout[f"yaxis{s}"].domain[1] - layout[f"yaxis{s}"].domain[0]) * plot_px for s in ("", "2", "3", "4")]
+    assert min(sides) >= PHONE_MIN_PANEL_PX and max(sides) <= PHONE_FIGURE_PX
+    assert [a.y for a in layout.annotations[:4]] == pytest.approx(tops)  # each head's title on its panel
+    assert layout.coloraxis.colorbar.orientation == "h" and layout.width is None
+    go.Figure(stacked.to_dict())  # plotly's validation accepts it
+    single = F.heads_heatmap(softmax(causal_scores(rng, 1, 6)), TOKENS, TOKENS, title="w", kind="weights")
+    assert one_column(single) is single

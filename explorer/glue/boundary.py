@@ -56,9 +56,29 @@ def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     """
     from ..views import figures
 
+    if height == "content" and on_a_phone():
+        figure = figures.one_column(figure)  # heads stacked, each the phone's width: side by side they were 65 px
     container.plotly_chart(
         figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
     )
+
+
+# Columns that a phone stacks (Streamlit does below 640 px) in reverse: the right one, the step's figure, comes first
+# (Step through put its 3,000-px listing first). For the container ``key`` around the columns.
+RIGHT_FIRST_CSS = (
+    "<style>@media (max-width: 640px) {{ .st-key-{key} [data-testid='stHorizontalBlock'] "
+    "{{ flex-direction: column-reverse; }} }}</style>"
+)
+
+
+def on_a_phone() -> bool:
+    """The visitor's browser says it is a phone ("Mobi" in its User-Agent, as MDN advises): the server never learns
+    the screen's width, so a narrow desktop window keeps the figures as they are."""
+    try:
+        agent = st.context.headers.get("User-Agent", "")
+    except (AttributeError, RuntimeError):  # no session (a bare script)
+        return False
+    return "Mobi" in (agent or "")
 
 
 def show_table(
