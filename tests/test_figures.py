@@ -523,3 +523,5 @@ def test_a_phone_stacks_the_heads_in_one_column_each_at_least_150_px(rng):
     go.Figure(stacked.to_dict())  # plotly's validation accepts it
     single = F.heads_heatmap(softmax(causal_scores(rng, 1, 6)), TOKENS, TOKENS, title="w", kind="weights")
     assert one_column(single) is single
+    chart = F.line_chart([0, 1], {"a": [0, 1]}, title="t", x_title="x", y_title="y")
+    assert one_column(chart) is chart  # a line chart (Step through's step 7 raised KeyError: 'domain')

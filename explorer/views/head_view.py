@@ -23,7 +23,7 @@ from .panel import Panel
 BANDS = ((0.02, 0.15, 1.0), (0.1, 0.3, 1.5), (0.25, 0.5, 2.5), (0.5, 0.75, 3.5), (0.75, 1.0, 5.0))
 WINDOW_TOKENS = 32  # tokens drawn at most: a row of 26 px each, labelled, in a figure under 1,000 px
 PRESENTER_WINDOW = 12  # a 1280 × 720 stage holds about 12 rows of 24 px labels under the figure's title
-OTHERS_LEAST = BANDS[1][0]  # with a token followed, the other queries' lines from this weight on (8 × 64: a hairball)
+OTHERS_TOP = 3  # with a token followed, each other query's heaviest keys per head (all of them: a grey hairball)
 ROW_PX = 26  # a token's row in normal mode
 LEFT, RIGHT = 0.0, 1.0
 
@@ -38,9 +38,16 @@ def token_window(num_tokens: int, focus: int | None, presenter: bool) -> range:
     return range(start, start + size)
 
 
-def kept_lines(weights: np.ndarray) -> np.ndarray:
-    """(h, n, n) bool: the (head, query, key) lines drawn, weights of at least the first band."""
-    return weights >= BANDS[0][0]
+def kept_lines(weights: np.ndarray, focus: int | None = None) -> np.ndarray:
+    """(h, n, n) bool: the (head, query, key) lines drawn, weights of at least the first band; with a ``focus`` row,
+    the other rows keep their OTHERS_TOP heaviest keys per head."""
+    keep = weights >= BANDS[0][0]
+    if focus is not None and weights.shape[-1] > OTHERS_TOP:
+        cut = -np.sort(-weights, axis=-1)[..., OTHERS_TOP - 1 : OTHERS_TOP]  # (h, n, 1): each row's 3rd largest
+        others = weights >= cut
+        others[:, focus] = True  # the followed query keeps every line
+        keep &= others
+    return keep
 
 
 def window_text(window: range, num_tokens: int, labels: list[str], focus: int | None) -> str:
@@ -151,15 +158,14 @@ def _token_traces(rows: np.ndarray, labels: list[str], window: range) -> list:
 def _line_traces(weights: np.ndarray, focus: int | None) -> list:
     """Every head's lines in the window (weights (h, n, n)); ``focus``, a row of the window, drawn strong."""
     h = weights.shape[0]
-    keep = kept_lines(weights)
+    keep = kept_lines(weights, focus)
     lows = np.array([band[0] for band in BANDS])
     band = np.searchsorted(lows, weights, side="right") - 1  # (h, n, n), -1 below the first band
     spread = [0.3 * (k - (h - 1) / 2) / max(h, 1) for k in range(h)]  # within ±0.15 of the token's row
     data = []
     for k, color in enumerate(figures.head_colors(h)):
         lines = keep[k].copy()  # (n, n)
-        if focus is not None:  # the other queries' light lines would bury the followed one's in grey
-            lines &= weights[k] >= OTHERS_LEAST
+        if focus is not None:
             lines[focus] = False  # drawn below, at full strength
         data += _band_line_traces(lines, band[k], k, color, spread[k], faint=focus is not None)
         if focus is not None:
@@ -227,7 +233,8 @@ def build_head_view(run: ExplorerRun, *, batch_index: int, focus: int | None, pr
     weights = run.trace.numpy("attn_weights")[batch_index]  # (h, T, T)
     h, t, _ = weights.shape
     window = token_window(t, focus, presenter)
-    lines = int(kept_lines(weights[:, window.start : window.stop, window.start : window.stop]).sum())
+    local = focus - window.start if focus is not None else None
+    lines = int(kept_lines(weights[:, window.start : window.stop, window.start : window.stop], local).sum())
     where = f"batch element {batch_index}"
     focus_text = f" · query {run.labels[focus]!r} highlighted" if focus is not None else ""
     shown = window_text(window, t, run.labels, focus)
@@ -236,7 +243,7 @@ def build_head_view(run: ExplorerRun, *, batch_index: int, focus: int | None, pr
         f"{where} · "
         + (f"{shown} (the other keys' lines are not drawn) · " if shown else "")
         + f"left: queries, right: keys · weights below {BANDS[0][0]} are not drawn"
-        + (f" (below {OTHERS_LEAST} for the other queries)" if focus is not None else "")
+        + (f"; the other queries' top {OTHERS_TOP} keys per head" if focus is not None else "")
         + focus_text
         + " · click a head in the legend to hide it, hover a query for its strongest keys"
     )

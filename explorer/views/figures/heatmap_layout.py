@@ -252,6 +252,10 @@ def one_column(figure, width_px: int = PHONE_FIGURE_PX):
     a cached one shared by every session)."""
     layout = figure.layout.to_plotly_json()
     suffixes = _panels(layout)
+    if not any(trace.type == "heatmap" for trace in figure.data):
+        return figure  # line and bar charts keep their own layout
+    if any("domain" not in layout[f"xaxis{s}"] for s in suffixes):
+        return figure
     if len({tuple(layout[f"xaxis{s}"]["domain"]) for s in suffixes}) < 2:
         return figure
     spec = figure.to_dict()  # a deep copy
