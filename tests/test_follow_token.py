@@ -116,7 +116,7 @@ def test_beyond_32_tokens_the_head_view_draws_a_labelled_window_around_the_follo
     ys = [y for t in fig.data if t.mode == "lines" for y in t.y if y is not None]
     assert min(ys) < 1 and max(ys) > 30  # lines from the first row to the last
     assert head_view.token_window(256, 250, presenter=False) == range(224, 256)  # the window stays inside
-    assert head_view.token_window(256, None, presenter=True) == range(12)
+    assert head_view.token_window(256, None, presenter=True) == range(10)
     assert head_view.token_window(6, 3, presenter=True) == range(6)
 
 

@@ -22,7 +22,7 @@ from .panel import Panel
 # (lowest weight, opacity, line width): a weight falls in the last band whose lowest weight it reaches
 BANDS = ((0.02, 0.15, 1.0), (0.1, 0.3, 1.5), (0.25, 0.5, 2.5), (0.5, 0.75, 3.5), (0.75, 1.0, 5.0))
 WINDOW_TOKENS = 32  # tokens drawn at most: a row of 26 px each, labelled, in a figure under 1,000 px
-PRESENTER_WINDOW = 12  # a 1280 × 720 stage holds about 12 rows of 24 px labels under the figure's title
+PRESENTER_WINDOW = 10  # a 1280 × 720 stage holds 10 rows of 19 px labels under the title and a 16-head legend
 OTHERS_TOP = 3  # with a token followed, each other query's heaviest keys per head (all of them: a grey hairball)
 ROW_PX = 26  # a token's row in normal mode
 LEFT, RIGHT = 0.0, 1.0
@@ -124,7 +124,7 @@ def _legend_trace(head: int, color: str) -> dict:
     }
 
 
-def _token_traces(rows: np.ndarray, labels: list[str], window: range) -> list:
+def _token_traces(rows: np.ndarray, labels: list[str], window: range, text_px: int) -> list:
     """The window's queries and keys, labelled (with their positions when a window is cut out); a query's hover
     names each head's strongest key in the whole row. ``rows``: (h, n, T), the window's queries' weights."""
     h, n, _ = rows.shape
@@ -145,6 +145,7 @@ def _token_traces(rows: np.ndarray, labels: list[str], window: range) -> list:
             "y": list(range(n)),
             "text": shown,
             "textposition": position,
+            "textfont": {"size": text_px},
             "name": name,
             "showlegend": False,
             "marker": {"size": 7, "color": "#888888"},  # mid grey: reads on a light and a dark page
@@ -189,6 +190,7 @@ def head_view_figure(
     focus: int | None = None,
     presenter: bool = False,
     title: str = "attention, all heads",
+    note: str = "",
 ) -> go.Figure:
     """weights (h, T, T) → the two-column line figure of ``token_window``'s tokens; ``focus`` draws one query's lines
     strong, the rest faint. The rows span the plot's height (fixed range), so a taller frame spreads them."""
@@ -197,7 +199,8 @@ def head_view_figure(
     inside = weights[:, window.start : window.stop, window.start : window.stop]  # (h, n, n)
     local = focus - window.start if focus is not None else None
     data = _line_traces(inside, local)
-    data += _token_traces(weights[:, window.start : window.stop, :], labels, window)  # (h, n, T) rows
+    text_px = round(figures.BASE_FONT_SIZE * (0.8 * figures.PRESENTER_SCALE if presenter else 1.0))  # 19 px
+    data += _token_traces(weights[:, window.start : window.stop, :], labels, window, text_px)  # (h, n, T) rows
     n = len(window)
     legend, entries = _legend(h, presenter)
     layout = {
@@ -207,7 +210,7 @@ def head_view_figure(
         "hovermode": "closest",
     }
     where = window_text(window, t, labels, focus)
-    subtitle = "line strength = attention weight" + (f" · {where}" if where else "")
+    subtitle = " · ".join(part for part in (note, where, "line strength = attention weight") if part)
     row_px = ROW_PX * (figures.PRESENTER_SCALE if presenter else 1.0)
     return figures.finish_figure(
         {"data": data, "layout": layout},
@@ -216,7 +219,7 @@ def head_view_figure(
         subtitle=subtitle,
         plot_px=max(200, round(row_px * n)),
         above_plot_px=30,
-        below_px=10 if entries else 20 + 45 * -(-h // 7),
+        below_px=10 if entries else 20 + 40 * -(-h // 9),  # rows of nine entries (ten fit 1,214 px)
         legend_entries=entries,
     )
 
@@ -247,7 +250,8 @@ def build_head_view(run: ExplorerRun, *, batch_index: int, focus: int | None, pr
         + focus_text
         + " · click a head in the legend to hide it, hover a query for its strongest keys"
     )
+    title = f"Head view · {h} heads" + ("" if presenter else f" · {where}")  # presenter: one line of title
     figure = head_view_figure(
-        weights, run.labels, focus=focus, presenter=presenter, title=f"Head view · {h} heads · {where}"
+        weights, run.labels, focus=focus, presenter=presenter, title=title, note=where if presenter else ""
     )
     return HeadView(Panel("head_view", "At a glance: every head's attention as lines", caption, figure), lines, window)
