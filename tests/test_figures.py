@@ -525,3 +525,6 @@ def test_a_phone_stacks_the_heads_in_one_column_each_at_least_150_px(rng):
     assert one_column(single) is single
     chart = F.line_chart([0, 1], {"a": [0, 1]}, title="t", x_title="x", y_title="y")
     assert one_column(chart) is chart  # a line chart (Step through's step 7 raised KeyError: 'domain')
+    grid = F.heads_heatmap(softmax(causal_scores(rng, 2, 6)), TOKENS, TOKENS, title="w", kind="weights")
+    grid.layout.meta = {"filename": "thumbnails"}  # not marked as a heads grid (the Real heads page's model view)
+    assert one_column(grid) is grid

@@ -233,7 +233,7 @@ def _heatmap_figure(
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
         above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
-    return finish_figure(
+    figure = finish_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
@@ -242,6 +242,8 @@ def _heatmap_figure(
         below_px=below_plot_px(presenter, ticks_px) + max(0, round(bar_px - plot_px)),
         above_plot_px=above_plot_px,
     )
+    figure.layout.meta = dict(figure.layout.meta) | {"heads_grid": [n_rows, n_cols]}  # a phone restacks it
+    return figure
 
 
 def heads_heatmap(
