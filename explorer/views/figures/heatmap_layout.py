@@ -251,10 +251,12 @@ def one_column(figure, width_px: int = PHONE_FIGURE_PX):
     together. Figures with one column of panels come back as they are; the figure given is never changed (it may be
     a cached one shared by every session)."""
     meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
-    if meta.get("heads_grid", [1, 1])[1] < 2:  # not a heads heatmap (heatmaps.py marks them), or one column already
-        return figure  # line charts, the Real heads page's L × h thumbnails keep their own layout
+    if not meta.get("heads_grid"):  # heads_heatmap marks its figures: line charts, the Real heads page's L × h
+        return figure  # thumbnails keep their own layout
     layout = figure.layout.to_plotly_json()
     suffixes = _panels(layout)
+    if len({tuple(layout[f"xaxis{s}"]["domain"]) for s in suffixes}) < 2:
+        return figure  # one column already
     spec = figure.to_dict()  # a deep copy
     layout, font = spec["layout"], float(layout.get("font", {}).get("size", 15))
     plot_px = layout.get("height", 450) - layout["margin"]["t"] - layout["margin"]["b"]

@@ -233,7 +233,7 @@ def _heatmap_figure(
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
         above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
-    figure = finish_figure(
+    return finish_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
@@ -242,8 +242,6 @@ def _heatmap_figure(
         below_px=below_plot_px(presenter, ticks_px) + max(0, round(bar_px - plot_px)),
         above_plot_px=above_plot_px,
     )
-    figure.layout.meta = dict(figure.layout.meta) | {"heads_grid": [n_rows, n_cols]}  # a phone restacks it
-    return figure
 
 
 def heads_heatmap(
@@ -280,7 +278,7 @@ def heads_heatmap(
     names = list(head_names) if head_names is not None else [f"head {k}" for k in range(z.shape[0])]
     if len(names) != z.shape[0]:
         raise ValueError(f"{len(names)} head names for {z.shape[0]} heads")
-    return _heatmap_figure(
+    figure = _heatmap_figure(
         z,
         row_labels,
         col_labels,
@@ -296,6 +294,8 @@ def heads_heatmap(
         col_title=col_title,
         width_px=width_px,
     )
+    figure.layout.meta = dict(figure.layout.meta) | {"heads_grid": True}  # a phone lays it out again (one_column)
+    return figure
 
 
 def matrix_heatmap(
