@@ -78,7 +78,9 @@ def presenter_step(view) -> None:
 def classroom_step(view, trained: bool = False) -> None:
     """The whole listing (this step in colour) beside the step: its shape, its lines, its figures."""
     lines = line_ranges(view.lines)
-    listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
+    with st.container(key="step_columns"):  # a phone stacks the columns: the step first, the listing under it
+        st.html(boundary.RIGHT_FIRST_CSS.format(key="step_columns"))
+        listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)
         st.html(boundary.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))

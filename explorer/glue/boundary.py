@@ -33,6 +33,7 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
     if not bare:
         st.markdown(f"**{panel.title}**")
     if stage:
+        st.html(STAGE_CSS)  # a constant: nothing from the user
         with st.container(key=f"stage_{panel.key}"):
             plot(st, panel.figure, key=f"chart_{panel.key}", height="stretch")
     else:
@@ -41,15 +42,43 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
         st.caption(panel.caption)
 
 
+# A page with a stage (presenter mode's main figure) gives the figure the screen's width: Streamlit's side padding of
+# 5rem (110 px a side at presenter type) shrinks to 1.5rem. At 1280 × 720 the Explorer's two heads were 155 px each.
+STAGE_CSS = (
+    "<style>.block-container, [data-testid='stMainBlockContainer'] "
+    "{ padding-left: 1.5rem !important; padding-right: 1.5rem !important; }</style>"
+)
+
+
 def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG.
 
     Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
     grid colours) follows the page's light or dark theme; they set their text sizes themselves.
     """
+    if height == "content" and on_a_phone():
+        figure = figures.one_column(figure)  # heads stacked, each the phone's width: side by side they were 65 px
     container.plotly_chart(
         figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
     )
+
+
+# Columns that a phone stacks (Streamlit does below 640 px) in reverse: the right one, the step's figure, comes first
+# (Step through put its 3,000-px listing first). For the container ``key`` around the columns.
+RIGHT_FIRST_CSS = (
+    "<style>@media (max-width: 640px) {{ .st-key-{key} [data-testid='stHorizontalBlock'] "
+    "{{ flex-direction: column-reverse; }} }}</style>"
+)
+
+
+def on_a_phone() -> bool:
+    """The visitor's browser says it is a phone ("Mobi" in its User-Agent, as MDN advises): the server never learns
+    the screen's width, so a narrow desktop window keeps the figures as they are."""
+    try:
+        agent = st.context.headers.get("User-Agent", "")
+    except (AttributeError, RuntimeError):  # no session (a bare script)
+        return False
+    return "Mobi" in (agent or "")
 
 
 def show_table(

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from .diagrams import RESHAPE_STAGES, reshape_figure
 from .downsample import weights_top
-from .heatmap_layout import FULL_FIGURE_PX
+from .heatmap_layout import FULL_FIGURE_PX, one_column
 from .heatmaps import heads_heatmap, matrix_heatmap
 from .lines import bar_chart, line_chart
 from .style import (
@@ -71,6 +71,7 @@ __all__ = [
     "MAX_PANEL_COLUMNS",
     "MAX_TICKS",
     "FULL_FIGURE_PX",
+    "one_column",
     "GRID_COLOR",
     "NAN_COLOR",
     "NARROW_FIGURE_PX",

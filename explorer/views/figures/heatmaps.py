@@ -72,7 +72,12 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
     """
     for k in range(h):
         suffix = "" if k == 0 else str(k + 1)
-        layout[f"yaxis{suffix}"] |= {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"}
+        layout[f"yaxis{suffix}"] |= {  # a figure taller than its cells (a stage) keeps them under their titles
+            "scaleanchor": f"x{suffix}",
+            "scaleratio": 1,
+            "constrain": "domain",
+            "constraintoward": "top",
+        }
         layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "left"}
     panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
     layout["width"] = round(panels_px + side_px(presenter, _labels_px(row_labels, presenter)))
@@ -273,7 +278,7 @@ def heads_heatmap(
     names = list(head_names) if head_names is not None else [f"head {k}" for k in range(z.shape[0])]
     if len(names) != z.shape[0]:
         raise ValueError(f"{len(names)} head names for {z.shape[0]} heads")
-    return _heatmap_figure(
+    figure = _heatmap_figure(
         z,
         row_labels,
         col_labels,
@@ -289,6 +294,8 @@ def heads_heatmap(
         col_title=col_title,
         width_px=width_px,
     )
+    figure.layout.meta = dict(figure.layout.meta) | {"heads_grid": True}  # a phone lays it out again (one_column)
+    return figure
 
 
 def matrix_heatmap(
