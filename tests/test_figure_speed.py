@@ -1,0 +1,55 @@
+"""Issue 20: what makes plotly.js draw a figure more than once, or measure the page again and again, stays out.
+
+* ``ticklabeloverflow`` "allow" on every axis and colour bar: plotly.js's default on a numeric axis ("hide past div")
+  measures every tick label's box once for each label placed, n² forced layouts of the whole page;
+* no ``autosize``: the app gives every figure its width (the page's column) and its height (from its content), so
+  plotly.js never sizes a figure from its container and then again from the given size.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from explorer.views import attention_explorer
+from explorer.views import figures as F
+from explorer.views.figures import style
+
+from .test_figure_rules import run_at, weights_figures
+
+
+def axes_of(layout: dict) -> list[tuple[str, dict]]:
+    """Every axis of a figure's layout and its colour bar (the ones plotly.js draws tick labels on), by name."""
+    found = [(key, value) for key, value in layout.items() if re.fullmatch(r"[xy]axis[0-9]*", key)]
+    colorbar = layout.get("coloraxis", {}).get("colorbar")
+    return found + ([("coloraxis.colorbar", colorbar)] if colorbar is not None else [])
+
+
+def every_figure(run, presenter: bool):
+    for section in ("attention", "reshapes"):
+        view = attention_explorer.build_view(run, section=section, batch_index=0, enlarge=0, presenter=presenter)
+        yield from (panel.figure for panel in view.figures())
+    yield from weights_figures(run).values()
+    yield F.line_chart([1, 2], {"a": [1, 2]}, title="l", x_title="x", y_title="y")
+    yield F.bar_chart(["a"], [1.0], title="b", y_title="y")
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+def test_no_figure_makes_plotly_measure_its_tick_labels_or_size_itself_twice(presenter):
+    run = run_at(num_heads=4, d_in=16, d_out=16, num_tokens=12, context_length=32, input="random")
+    figures = list(every_figure(run, presenter))
+    assert len(figures) > 8
+    for fig in figures:
+        layout = fig.to_plotly_json()["layout"]
+        title = layout["title"]["text"]
+        assert layout.get("autosize") is not True, title
+        axes = axes_of(layout)
+        assert axes, title
+        for name, axis in axes:
+            assert axis.get("ticklabeloverflow") == style.NO_OVERFLOW_CHECK == "allow", (title, name)
+
+
+def test_the_axis_finder_sees_every_axis_and_the_colour_bar():
+    layout = {"xaxis": {}, "yaxis3": {}, "xaxis12": {}, "coloraxis": {"colorbar": {"a": 1}}, "xaxisfoo": {}}
+    assert [name for name, _ in axes_of(layout)] == ["xaxis", "yaxis3", "xaxis12", "coloraxis.colorbar"]
