@@ -7,14 +7,16 @@ own, so that every first paint and every slider move misses the server's cache a
 * app first paint: from navigation to the page's last change (a MutationObserver on the main area and the sidebar,
   installed before the app's scripts), once the script has finished and every plotly chart has drawn;
 * app slider move: ``ArrowRight`` on the focused num_tokens slider, to the page's last change once the new shape is in
-  the captions and every chart has drawn.
+  the captions and every chart has drawn; of it, the time until the page took the server's last websocket message
+  (the server's rerun and the transfer, as late as the browser's busy main thread let the message in).
 
 Beside each visit, in the same browser, the floor: a bare page that loads the plotly.js the installed plotly package
 ships (``plotly/package_data/plotly.min.js``) and draws the figures read from the app's own DOM (each chart's
 ``data`` and ``layout`` as plotly.js holds them, Streamlit's theme and sizes applied), before and after the move:
 
 * load + newPlot: from navigation until every figure is drawn (the first-paint floor);
-* react: ``Plotly.react`` of every chart from its before-figure to its after-figure (the redraw floor).
+* react: ``Plotly.react`` of every chart from its before-figure to its after-figure (the redraw floor);
+* purge + newPlot: every chart drawn afresh with its after-figure, what a remounted chart costs plotly.js.
 
 Goal (issue 20): slider ≤ 2 × react + 0.15 s; first paint ≤ 1.5 × (load + newPlot).
 
@@ -60,6 +62,17 @@ new MutationObserver(records => {
   }
 }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
 """
+# And the time the page took the last message from the server's websocket (the rerun's last delta, then its end).
+WS_JS = """
+window.__lastMessage = 0;
+const Socket = window.WebSocket;
+window.WebSocket = class extends Socket {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener('message', () => { window.__lastMessage = performance.now(); });
+  }
+};
+"""
 QUIET_JS = "q => window.__lastChange > 0 && performance.now() - window.__lastChange > q"
 
 # Every chart's figure as plotly.js holds it (typed arrays as plain lists, so that JSON carries them).
@@ -91,6 +104,20 @@ REACT_JS = """async figures => {
 }"""
 
 
+# What the app does instead (Streamlit keys each chart by an id hashed from its figure, so a changed figure is a new
+# React element): every chart's plot purged and its new figure drawn afresh, then two frames: seconds.
+REMOUNT_JS = """async figures => {
+  const parsed = figures.map(t => JSON.parse(t)), divs = [...document.getElementById('charts').children];
+  const begin = performance.now();
+  for (let i = 0; i < parsed.length; i++) {
+    Plotly.purge(divs[i]);
+    await Plotly.newPlot(divs[i], parsed[i].data, parsed[i].layout, {displaylogo: false});
+  }
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return (performance.now() - begin) / 1000;
+}"""
+
+
 def _drawn(page, text: str) -> None:
     """Until ``text`` is on the page, the script has finished, every chart has drawn and nothing has changed for
     QUIET_MS."""
@@ -107,7 +134,7 @@ def visit(browser, url: str, query: dict[str, str]) -> dict:
     """One new visitor (a new browser profile): first paint and slider move in seconds, and the figures before and
     after the move as the app's DOM holds them."""
     context = browser.new_context(viewport=VIEWPORT)
-    context.add_init_script(WATCH_JS)
+    context.add_init_script(WATCH_JS + WS_JS)
     page = context.new_page()
     tokens, heads, batch = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2)), 2
     page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
@@ -123,14 +150,15 @@ def visit(browser, url: str, query: dict[str, str]) -> dict:
     page.keyboard.press("ArrowRight")
     _drawn(page, f"({batch}, {heads}, {tokens + 1}, {tokens + 1})")
     slider_move = (page.evaluate("() => window.__lastChange") - begin) / 1000
+    server = (page.evaluate("() => window.__lastMessage") - begin) / 1000
     after = page.evaluate(FIGURES_JS)
     context.close()
-    return {"paint": first_paint, "move": slider_move, "before": before, "after": after}
+    return {"paint": first_paint, "move": slider_move, "server": server, "before": before, "after": after}
 
 
-def floor(browser, before: list[str], after: list[str]) -> tuple[float, float]:
-    """(load + newPlot, react) in seconds on a bare page in a new browser profile: plotly.js alone drawing the
-    app's figures, then redrawing them as the app's slider move did."""
+def floor(browser, before: list[str], after: list[str]) -> tuple[float, float, float]:
+    """(load + newPlot, react, purge + newPlot) in seconds on a bare page in a new browser profile: plotly.js alone
+    drawing the app's figures, then redrawing them as the app's slider move did, then as a remount does."""
     if len(before) != len(after):
         raise RuntimeError(f"{len(before)} charts before the move, {len(after)} after: no one-to-one react")
     context = browser.new_context(viewport=VIEWPORT)
@@ -146,17 +174,28 @@ def floor(browser, before: list[str], after: list[str]) -> tuple[float, float]:
     page.goto(FLOOR_URL, timeout=TIMEOUT_S * 1000)
     load_and_new_plot = page.evaluate(NEWPLOT_JS, before) / 1000  # ms since navigation began
     react = page.evaluate(REACT_JS, after)
+    page.evaluate(NEWPLOT_JS, before)
+    remount = page.evaluate(REMOUNT_JS, after)
     context.close()
-    return load_and_new_plot, react
+    return load_and_new_plot, react, remount
 
 
 def measure(browser, url: str, query: dict[str, str], repeats: int, offset: int) -> dict[str, list[float]]:
     """``repeats`` visits, each with its floor measured straight after it (so a busy machine slows both alike)."""
-    found: dict[str, list[float]] = {"paint": [], "move": [], "newplot": [], "react": [], "charts": []}
+    found: dict[str, list[float]] = {
+        "paint": [],
+        "move": [],
+        "server": [],
+        "newplot": [],
+        "react": [],
+        "remount": [],
+        "charts": [],
+    }
     for repeat in range(repeats):
         run = visit(browser, url, {**query, "seed": str(offset + repeat)})  # a new seed: a cache miss on the server
-        newplot, react = floor(browser, run["before"], run["after"])
-        for name, value in (("paint", run["paint"]), ("move", run["move"]), ("newplot", newplot), ("react", react)):
+        newplot, react, remount = floor(browser, run["before"], run["after"])
+        values = (run["paint"], run["move"], run["server"], newplot, react, remount)
+        for name, value in zip(("paint", "move", "server", "newplot", "react", "remount"), values, strict=True):
             found[name].append(value)
         found["charts"].append(len(run["after"]))
     return found
@@ -169,7 +208,8 @@ def table_row(name: str, found: dict[str, list[float]]) -> str:
     return (
         f"| {name} | {max(found['charts'])} | {paint:.2f} s | {newplot:.2f} s | {paint / newplot:.1f}× | "
         f"{paint_goal:.2f} s {'✓' if paint <= paint_goal else '✗'} | {move:.2f} s | {react:.2f} s | "
-        f"{move / react:.1f}× | {move_goal:.2f} s {'✓' if move <= move_goal else '✗'} |"
+        f"{move / react:.1f}× | {move_goal:.2f} s {'✓' if move <= move_goal else '✗'} | "
+        f"{statistics.median(found['remount']):.2f} s | {statistics.median(found['server']):.2f} s |"
     )
 
 
@@ -189,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(warm-up visit {time.perf_counter() - start:.1f} s; medians of {args.repeats} new visitors)")
         print(
             "| settings | charts | app first paint | plotly load + newPlot | ratio | goal ≤ 1.5× | "
-            "app slider → redrawn | plotly react | ratio | goal ≤ 2× + 0.15 s |"
+            "app slider → redrawn | plotly react | ratio | goal ≤ 2× + 0.15 s | plotly purge + newPlot (a remount) | "
+            "of the move, until the last websocket message |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for index, (name, query) in enumerate(cases):
             found = measure(browser, server.url, query, args.repeats, offset=7000 + 100 * index)
             print(table_row(name, found), flush=True)
