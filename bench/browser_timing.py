@@ -121,10 +121,11 @@ REMOUNT_JS = """async figures => {
 def _drawn(page, text: str) -> None:
     """Until ``text`` is on the page, the script has finished, every chart has drawn and nothing has changed for
     QUIET_MS."""
-    page.wait_for_function(
-        "t => document.querySelector(\"[data-testid='stMain']\")?.innerText.includes(t)",
+    page.wait_for_function(  # textContent, not innerText: a poll must not lay the page out while it draws
+        "t => document.querySelector(\"[data-testid='stMain']\")?.textContent.includes(t)",
         arg=text,
         timeout=TIMEOUT_S * 1000,
+        polling=100,
     )
     chromium.wait_for_charts(page, TIMEOUT_S)
     page.wait_for_function(QUIET_JS, arg=QUIET_MS, timeout=TIMEOUT_S * 1000, polling=50)
