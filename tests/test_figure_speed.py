@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from explorer.views import attention_explorer
@@ -53,3 +54,24 @@ def test_no_figure_makes_plotly_measure_its_tick_labels_or_size_itself_twice(pre
 def test_the_axis_finder_sees_every_axis_and_the_colour_bar():
     layout = {"xaxis": {}, "yaxis3": {}, "xaxis12": {}, "coloraxis": {"colorbar": {"a": 1}}, "xaxisfoo": {}}
     assert [name for name, _ in axes_of(layout)] == ["xaxis", "yaxis3", "xaxis12", "coloraxis.colorbar"]
+
+
+@pytest.mark.parametrize(("shape", "fi", "fj"), [((2, 37, 53), 4, 5), ((1, 64, 64), 4, 4), ((3, 10, 7), 3, 1)])
+def test_block_reduction_in_two_passes_is_numpys_block_reduction(shape, fi, fj):
+    """downsample._over_blocks (rows, then strided columns) against numpy's one-call reduction over both axes:
+    the block max exactly, the block sum within float64 rounding, the count of usable cells exactly."""
+    from explorer.views.figures import downsample
+
+    z = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    z[:, ::3, 1::4] = -np.inf
+    z[0, 0, 0] = np.nan
+    padded = np.pad(z, ((0, 0), (0, -shape[1] % fi), (0, -shape[2] % fj)), constant_values=-np.inf)
+    blocks = padded.reshape(shape[0], padded.shape[1] // fi, fi, padded.shape[2] // fj, fj)
+    assert np.array_equal(downsample._over_blocks(blocks, np.maximum), blocks.max(axis=(2, 4)), equal_nan=True)
+    finite = np.where(np.isfinite(blocks), blocks, 0.0)
+    total = downsample._over_blocks(finite, np.add, np.float64)
+    assert total.dtype == np.float64 and np.allclose(total, finite.sum(axis=(2, 4), dtype=np.float64), rtol=1e-12)
+    usable = np.isfinite(blocks)
+    assert np.array_equal(downsample._over_blocks(usable, np.add, np.int64), usable.sum(axis=(2, 4)))
+    shown = downsample._block_reduce(z, fi, fj, "max")
+    assert np.isnan(shown[0, 0, 0]) and shown.shape == blocks.shape[:2] + blocks.shape[3:4]
