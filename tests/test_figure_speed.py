@@ -13,11 +13,18 @@ import re
 import numpy as np
 import pytest
 
-from explorer.views import attention_explorer
+from explorer.glue.settings import Settings
+from explorer.views import attention_explorer, heads_and_references
 from explorer.views import figures as F
 from explorer.views.figures import style
+from mha_core import runs
 
-from .test_figure_rules import run_at, weights_figures
+
+def run_at(**settings) -> runs.ExplorerRun:
+    s = Settings(**settings)
+    module = runs.build_module(s.module_spec())
+    x, labels = runs.build_input(s.input_spec())
+    return runs.run_explorer(module, x, labels, train=s.train, seed=s.seed, dropout=s.dropout)
 
 
 def axes_of(layout: dict) -> list[tuple[str, dict]]:
@@ -31,7 +38,12 @@ def every_figure(run, presenter: bool):
     for section in ("attention", "reshapes"):
         view = attention_explorer.build_view(run, section=section, batch_index=0, enlarge=0, presenter=presenter)
         yield from (panel.figure for panel in view.figures())
-    yield from weights_figures(run).values()
+    module = runs.build_module(Settings(num_heads=4, d_in=16, d_out=16, context_length=32).module_spec())
+    heads = runs.run_heads(module, run.trace.steps["x"][:1])
+    yield from (
+        p.figure
+        for p in heads_and_references.build_heads_view(heads, run.labels, batch_index=0, presenter=presenter).panels
+    )
     yield F.line_chart([1, 2], {"a": [1, 2]}, title="l", x_title="x", y_title="y")
     yield F.bar_chart(["a"], [1.0], title="b", y_title="y")
 
