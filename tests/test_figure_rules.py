@@ -323,6 +323,44 @@ def test_magnitudes_use_viridis_and_signed_values_a_diverging_scale():
         )
 
 
+def _luminance(color: str) -> float:
+    r, g, b = (int(color[k : k + 2], 16) / 255 for k in (1, 3, 5))
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_on_a_dark_page_zero_is_the_background_and_the_darkest_weight_keeps_its_edge():
+    """Seen: RdBu's white 0 the brightest cell of a dark page; viridis's #440154 merging into the background."""
+    from explorer.views.figures import theme
+
+    z = np.random.default_rng(3).standard_normal((2, 6, 6))
+    scores = F.heads_heatmap(z, None, None, title="s", kind="scores")
+    before = scores.to_json()
+    dark = F.for_theme(scores, dark=True)
+    assert scores.to_json() == before and dark is not scores  # the cached figure is not touched
+    scale = dict((float(p), c) for p, c in dark.layout.coloraxis.colorscale)
+    assert scale[0.5] == theme.DARK_BACKGROUND  # 0 draws as the page
+    stops = sorted(scale.items())
+    lightness = [_luminance(c) for _, c in stops]
+    half = len(stops) // 2
+    assert lightness[:half] == sorted(lightness[:half], reverse=True) and lightness[half:] == sorted(lightness[half:])
+    assert min(lightness) == _luminance(theme.DARK_BACKGROUND)  # nothing darker than 0, the largest the lightest
+    weights = F.for_theme(F.heads_heatmap(np.abs(z), None, None, title="w", kind="weights"), dark=True)
+    darkest = weights.layout.coloraxis.colorscale[0][1]
+    assert _contrast(darkest, theme.DARK_BACKGROUND) >= 2  # #440154 was 1.4:1
+    noise = F.for_theme(F.heads_heatmap(z * 1e-8, None, None, title="d", kind="difference"), dark=True)
+    grey = noise.layout.coloraxis.colorscale[0][1]
+    assert _contrast(grey, theme.DARK_BACKGROUND) < _contrast(style.MASKED_COLOR, theme.DARK_BACKGROUND)
+    assert F.for_theme(scores, dark=False) is scores  # a light page draws the built figure itself
+    line = F.line_chart([1, 2], {"a": [1, 2]}, title="l", x_title="x", y_title="y")
+    assert F.for_theme(line, dark=True) is line  # no house colour scale: no copy
+
+
 # --- 4. line charts, before and after, the final output --------------------------------------------------------
 
 

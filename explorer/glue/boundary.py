@@ -43,10 +43,12 @@ def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG.
 
     Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
-    grid colours) follows the page's light or dark theme; they set their text sizes themselves.
+    grid colours) follows the page's light or dark theme; they set their text sizes themselves. Their colour scales
+    follow it here: on a dark page a copy gets the dark scales (st.context.theme: the browser's last known theme).
     """
     from ..views import figures
 
+    figure = figures.for_theme(figure, dark=st.context.theme.type == "dark")
     container.plotly_chart(
         figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
     )
