@@ -89,6 +89,8 @@ def test_every_weights_heatmap_on_every_page_tops_out_at_the_99th_percentile(run
     pages = {key.split("/")[0] for key in shown}
     assert pages == {"explorer", "step", "knobs", "heads"}, shown.keys()
     pair = (shown.pop("heads/heads_separate"), shown.pop("heads/heads_batched"))
+    enlarged = shown.pop("explorer/enlarged_head")  # one head on every head's scale (the panels it enlarges)
+    assert enlarged.layout.coloraxis.cmax == shown["explorer/attn_weights"].layout.coloraxis.cmax
     for key, fig in shown.items():
         top = fig.layout.coloraxis.cmax
         assert top == pytest.approx(F.weights_top(*values_of(fig)), rel=1e-6), key
@@ -359,6 +361,33 @@ def test_on_a_dark_page_zero_is_the_background_and_the_darkest_weight_keeps_its_
     assert F.for_theme(scores, dark=False) is scores  # a light page draws the built figure itself
     line = F.line_chart([1, 2], {"a": [1, 2]}, title="l", x_title="x", y_title="y")
     assert F.for_theme(line, dark=True) is line  # no house colour scale: no copy
+
+
+def test_neighbours_the_eye_compares_share_one_colour_scale_and_say_so():
+    """Seen at the book's settings: raw scores ±0.308 and masked scores ±0.263, so one number got two colours."""
+    run = run_at()  # the book's 2 heads × 6 tokens
+    view = attention_explorer.build_view(run, section="attention", batch_index=0, enlarge=1, presenter=False)
+    panels = {p.key: p for p in view.figures()}
+    raw, masked = panels["attn_scores"].figure.layout.coloraxis, panels["masked_scores"].figure.layout.coloraxis
+    top = float(np.abs(run.trace.numpy("attn_scores")[0]).max())
+    assert (raw.cmin, raw.cmax) == (masked.cmin, masked.cmax) == (-top, top)
+    assert f"±{top:.3g}" in panels["masked_scores"].caption and "one colour scale" in panels["masked_scores"].caption
+    weights, enlarged = panels["attn_weights"].figure.layout.coloraxis, panels["enlarged_head"].figure.layout.coloraxis
+    assert weights.cmax == enlarged.cmax == F.weights_top(run.trace.numpy("attn_weights")[0])
+    dropped = run_at(train=True, dropout=0.5)
+    view = attention_explorer.build_view(dropped, section="attention", batch_index=0, enlarge=None, presenter=False)
+    panels = {p.key: p for p in view.figures()}
+    before, after = (panels[k].figure.layout.coloraxis.cmax for k in ("attn_weights", "attn_weights_dropped"))
+    assert before == after and "one colour scale" in panels["attn_weights_dropped"].caption
+
+
+def test_shrunk_scores_and_weights_say_how_a_block_is_reduced():
+    """Seen at 256 tokens: scores were block means, weights block maxima, and no caption said so."""
+    run = run_at(num_heads=4, d_in=8, d_out=8, num_tokens=256, context_length=256, input="random")
+    view = attention_explorer.build_view(run, section="attention", batch_index=0, enlarge=None, presenter=False)
+    for panel in view.figures():
+        if panel.key in ("attn_scores", "masked_scores", "attn_weights"):
+            assert "scores show each block's mean" in panel.caption and "weights its max" in panel.caption
 
 
 # --- 4. line charts, before and after, the final output --------------------------------------------------------
