@@ -390,6 +390,23 @@ def test_shrunk_scores_and_weights_say_how_a_block_is_reduced():
             assert "scores show each block's mean" in panel.caption and "weights its max" in panel.caption
 
 
+@pytest.mark.parametrize("presenter", [False, True])
+def test_a_short_heatmaps_colour_bar_keeps_a_readable_length_and_its_legend_sits_below_it(presenter):
+    """Seen at step 7 (2 heads × 6 tokens): a 65 px bar whose bottom label '-0.263' lay under 'masked (−∞)'."""
+    z = np.random.default_rng(5).standard_normal((2, 6, 6)).astype(np.float32)
+    z[:, np.triu_indices(6, 1)[0], np.triu_indices(6, 1)[1]] = -np.inf
+    fig = F.heads_heatmap(z, None, None, title="scaled_scores", kind="scores", presenter=presenter)
+    bar, legend, font = fig.layout.coloraxis.colorbar, fig.layout.legend, fig.layout.font.size
+    line = 1.5 * font
+    assert bar.lenmode == "pixels" and bar.len >= 6 * line + 20  # five lines of labels, the title, the padding
+    assert len(bar.ticktext) >= 3
+    plot = plot_height(fig)
+    legend_top_px = (1 - legend.y) * plot  # from the plot's top, as the bar's
+    assert legend.yanchor == "top" and legend_top_px >= bar.len + 10  # under the bar's last label, not over it
+    entries = sum(1 for t in fig.data if t.meta and t.meta.get("role") == "legend")
+    assert legend_top_px + entries * (1.3 * font + 15) <= plot + fig.layout.margin.b  # inside the figure
+
+
 # --- 4. line charts, before and after, the final output --------------------------------------------------------
 
 

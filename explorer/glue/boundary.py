@@ -49,6 +49,11 @@ def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     from ..views import figures
 
     figure = figures.for_theme(figure, dark=st.context.theme.type == "dark")
+    # A figure that sets its own width (square cells) is drawn in a box of that width, or of its place's when that is
+    # narrower: stretched to the page, its matrix kept to the left and its colour bar went to the far right
+    # (out_proj.weight's bar 600 px from its heatmap); drawn at its own width in a narrower place, it broke.
+    if figure.layout.width and height == "content":
+        container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
     container.plotly_chart(
         figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
     )

@@ -40,6 +40,7 @@ from .style import (
     _short,
     escape_label,
     finish_figure,
+    legend_px,
     text_px,
 )
 
@@ -84,7 +85,9 @@ def _labels_px(row_labels: list[str], presenter: bool) -> float:
 
 
 COLORBAR_LEN = 0.75  # of the plot's height: the rest is for the masked/NaN legend below it
-MIN_BAR_LINES = 3  # a bar holds at least this many lines of tick text (a short plot's bar reaches below it)
+MIN_BAR_LINES = 5  # a bar holds at least this many lines of tick text (a short plot's bar reaches below it):
+# step 7's 6-token panels had a 65 px bar (3 lines) with its bottom label under the legend
+LEGEND_GAP_PX = 12  # between the colour bar's end and the masked/NaN legend under it
 
 
 def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, bar: tuple[float, int]) -> dict:
@@ -223,8 +226,11 @@ def _heatmap_figure(
         layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), (row_title, col_title), shown, presenter
     )
     bar_px = _colour_bar(layout, z, kind, (lo, hi), shown.exact, plot_px, presenter, noise)
-    data += _swatches(data, look["masked_label"], presenter)
-    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
+    swatches = _swatches(data, look["masked_label"], presenter)
+    data += swatches
+    # the masked/NaN legend under the bar, never over its last label; the figure reaches down to hold both
+    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 1 - (bar_px + LEGEND_GAP_PX) / plot_px, "yanchor": "top"}
+    beside_px = bar_px + (LEGEND_GAP_PX + legend_px(len(swatches), presenter) if swatches else 0)
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
         above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
@@ -234,7 +240,7 @@ def _heatmap_figure(
         presenter,
         subtitle=_noise_note(noise, shown.subtitle),
         plot_px=plot_px,
-        below_px=below_plot_px(presenter, ticks_px) + max(0, round(bar_px - plot_px)),
+        below_px=max(below_plot_px(presenter, ticks_px), round(beside_px - plot_px)),
         above_plot_px=above_plot_px,
     )
 
