@@ -407,6 +407,39 @@ def test_a_short_heatmaps_colour_bar_keeps_a_readable_length_and_its_legend_sits
     assert legend_top_px + entries * (1.3 * font + 15) <= plot + fig.layout.margin.b  # inside the figure
 
 
+def test_the_mask_buffer_at_64_tokens_labels_only_what_its_half_of_the_page_holds():
+    """Seen: the buffer beside the slice used (half the page, about 400 px) printed "0 5 101520253035…"."""
+    run = run_at(num_tokens=8, context_length=64)
+    view = attention_explorer.build_view(run, section="attention", batch_index=0, enlarge=None, presenter=False)
+    buffer = next(p.figure for p in view.figures() if p.key == "mask_buffer")
+    ticks, font = buffer.layout.xaxis.ticktext, buffer.layout.xaxis.tickfont.size
+    drawn = min(buffer.layout.width, 400)  # its box: its own width, or the half page when that is narrower
+    panel = drawn - (buffer.layout.width - panel_px(buffer)[0])  # what is left beside the labels and the bar
+    assert ticks[0] == "0" and ticks[-1] == "63"
+    assert len(ticks) * (max(len(t) for t in ticks) * DIGIT * font + 8) <= panel, list(ticks)
+
+
+def test_a_panel_without_y_labels_draws_no_y_tick_marks():
+    """Seen: head 1's y tick marks sat inside head 0's grid, without their labels."""
+    fig = F.heads_heatmap(np.random.default_rng(1).random((3, 6, 6)), None, None, title="w", kind="weights")
+    assert fig.layout.yaxis.ticks == "outside" and fig.layout.yaxis.showticklabels
+    assert all(fig.layout[f"yaxis{k}"].ticks == "" and not fig.layout[f"yaxis{k}"].showticklabels for k in (2, 3))
+
+
+def test_trained_heads_axes_name_each_position_once():
+    """Seen: the axes were token ids, with duplicates, so two keys read the same."""
+    from explorer.views import trained_heads
+    from mha_core.training import train
+
+    result = train("previous_token", seed=0, steps=10)
+    inspection = result.inspect()
+    assert len(set(inspection.labels)) < len(inspection.labels)  # the tokens repeat
+    for panel in trained_heads.head_panels(result, inspection):
+        ticks = list(panel.figure.layout.xaxis.ticktext)
+        assert len(ticks) == len(inspection.labels) == len(set(ticks))  # every key, each its own
+        assert [t.split(":")[0] for t in ticks] == [str(k) for k in range(len(ticks))]
+
+
 # --- 4. line charts, before and after, the final output --------------------------------------------------------
 
 

@@ -92,6 +92,7 @@ def _mask_buffer_panel(mask_buffer: torch.Tensor, presenter: bool) -> Panel:
             kind="mask",
             head_names=["buffer"],
             presenter=presenter,
+            width_px=figures.NARROW_FIGURE_PX,  # half the page, beside the slice used: 64 labels crowded at full
             row_title="query position",
             col_title="key position",
         ),
@@ -117,6 +118,7 @@ def _mask_used_panel(trace: Trace, labels: list[str], presenter: bool) -> Panel:
             kind="mask",
             head_names=["slice used"],
             presenter=presenter,
+            width_px=figures.NARROW_FIGURE_PX,  # half the page, beside the buffer
         ),
     )
 

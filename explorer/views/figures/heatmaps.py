@@ -58,6 +58,8 @@ def _axes(layout: dict, grid: tuple[int, int, int], ticks: tuple[dict, dict], ti
             x_axis["title"] = {"text": titles[1]}
         # row 0 at the top (autorange reversed), as in a printed matrix
         y_axis = layout[f"yaxis{suffix}"] | axis | {"autorange": "reversed", "showticklabels": c == 0} | ticks[1]
+        if c:  # no tick marks without their labels: they sat inside the left neighbour's grid
+            y_axis["ticks"] = ""
         y_axis |= clip[1]
         if c == 0:  # standoff: room for the widest label even when the page's font is wider than plotly measured
             y_axis["title"] = {"text": titles[0], "standoff": 12}
