@@ -40,11 +40,20 @@ def test_tables_as_text_keep_their_printf_formats_in_each_shape_a_page_passes():
     assert list(shown.index) == ["token", "weight"] and list(shown["0"]) == ["15.00", "0.50"]
 
 
-def test_wrapped_code_breaks_inside_a_word_only_when_the_word_does_not_fit():
-    """A projector cannot scroll a code box: a line breaks at spaces, and inside a word only when the word alone is
-    wider than what is left of the line (breaking at spaces only made 8 of 12 presenter steps at 1280 × 720 scroll)."""
+def test_wrapped_code_breaks_at_spaces_and_punctuation_never_inside_a_name():
+    """Seen: `context_lengt|h`, `cont|iguous()`. A line breaks at spaces and after Python's punctuation tokens (a
+    zero-width space drawn by CSS, not added to the copied text), never inside a word (overflow-wrap normal)."""
     from explorer.glue.sidebar import PRESENTER_CSS
 
     css = hanging_indent_css("listing", "x = 1", line_numbers=True)
-    assert "overflow-wrap: anywhere" in css and "keep-all" not in css and "overflow-x" not in css
+    assert "overflow-wrap: normal" in css and "anywhere" not in css and "overflow-x" not in css
+    assert '.st-key-listing code .token.punctuation::after { content: "\\200b"; }' in css
     assert "keep-all" not in PRESENTER_CSS and "pre { overflow-x" not in PRESENTER_CSS
+
+
+def test_the_listings_marked_lines_are_tinted_by_position():
+    """The listing is highlighted as Python (its tokens give the break points), so the step's lines are tinted here."""
+    from explorer.glue.boundary import lit_lines_css
+
+    css = lit_lines_css("step_listing", "  a = 1\n+ b = 2\n  c\n+ d")
+    assert [int(n) for n in re.findall(r"nth-child\((\d+)\)", css)] == [2, 4]

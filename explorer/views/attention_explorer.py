@@ -123,6 +123,37 @@ def _mask_used_panel(trace: Trace, labels: list[str], presenter: bool) -> Panel:
     )
 
 
+def _attention_steps(where: str, scales: tuple[float, float], shrunk: str, dropout_shown: bool) -> list[tuple]:
+    """(step, panel title, kind, figure title, caption note, colour scale) of each per-head matrix, in the forward's
+    order; ``scales``: the largest |raw score| and the weights' top, shared by the neighbours that use them."""
+    top_score, top_weight = scales
+    same_weights = f"one colour scale with the {'other ' if dropout_shown else ''}weights (0 to {top_weight:.3g})"
+    scores, weights = (-top_score, top_score), (None, top_weight)
+    steps = [
+        ("attn_scores", "Raw scores Q Kᵀ, per head", "scores", f"attn_scores = Q Kᵀ · {where}", shrunk, scores),
+        (
+            "masked_scores",
+            "Masked scores: −∞ where a key is in the future",
+            "scores",
+            f"masked_scores · {where}",
+            f" · one colour scale with the raw scores (±{top_score:.3g}){shrunk}",
+            scores,
+        ),
+        (
+            "attn_weights",
+            "Attention weights: softmax of the scaled masked scores",
+            "weights",
+            f"attn_weights · {where}",
+            " · each row sums to 1" + (f" · {same_weights}" if dropout_shown else "") + shrunk,
+            weights,
+        ),
+    ]
+    if dropout_shown:
+        title, note = f"attn_weights after dropout · {where}", f" · survivors scaled by 1/(1−p) · {same_weights}"
+        steps.append(("attn_weights_dropped", "Weights after dropout (train mode)", "weights", title, note, weights))
+    return steps
+
+
 def attention_panels(
     trace: Trace,
     labels: list[str],
@@ -136,69 +167,26 @@ def attention_panels(
     share one scale, as do the weights before and after dropout, and the captions say so."""
     b = batch_index
     where = f"batch element {b}"
-    top_score, top_weight = _shared_scales(trace, b, dropout_shown)
-    shrunk = _shrunk_note(trace, b)
-    same_scores = f"{where} · one colour scale with the raw scores (±{top_score:.3g}){shrunk}"
-    same_weights = f"one colour scale with the {'other ' if dropout_shown else ''}weights (0 to {top_weight:.3g})"
-
-    def per_head(step: str, title: str, kind: str, figure_title: str, note: str, scale) -> Panel:
-        return _per_head_panel(
+    steps = _attention_steps(where, _shared_scales(trace, b, dropout_shown), _shrunk_note(trace, b), dropout_shown)
+    panels = [
+        _per_head_panel(
             trace,
             labels,
             step,
             title,
             b=b,
             kind=kind,
-            figure_title=figure_title,
-            note=note,
+            figure_title=fig_title,
+            note=where + note,
             presenter=presenter,
             scale=scale,
         )
-
-    scores = (-top_score, top_score)
-    panels = [
-        per_head(
-            "attn_scores",
-            "Raw scores Q Kᵀ, per head",
-            "scores",
-            f"attn_scores = Q Kᵀ · {where}",
-            f"{where}{shrunk}",
-            scores,
-        )
+        for step, title, kind, fig_title, note, scale in steps
     ]
+    masks_shown = [_mask_used_panel(trace, labels, presenter)]
     if mask_buffer is not None:
-        panels.append(_mask_buffer_panel(mask_buffer, presenter))
-    panels += [
-        _mask_used_panel(trace, labels, presenter),
-        per_head(
-            "masked_scores",
-            "Masked scores: −∞ where a key is in the future",
-            "scores",
-            f"masked_scores · {where}",
-            same_scores,
-            scores,
-        ),
-        per_head(
-            "attn_weights",
-            "Attention weights: softmax of the scaled masked scores",
-            "weights",
-            f"attn_weights · {where}",
-            f"{where} · each row sums to 1" + (f" · {same_weights}" if dropout_shown else "") + shrunk,
-            (None, top_weight),
-        ),
-    ]
-    if dropout_shown:
-        panels.append(
-            per_head(
-                "attn_weights_dropped",
-                "Weights after dropout (train mode)",
-                "weights",
-                f"attn_weights after dropout · {where}",
-                f"{where} · survivors scaled by 1/(1−p) · {same_weights}",
-                (None, top_weight),
-            )
-        )
-    return panels
+        masks_shown.insert(0, _mask_buffer_panel(mask_buffer, presenter))
+    return panels[:1] + masks_shown + panels[1:]
 
 
 def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, head: int, presenter: bool) -> Panel:

@@ -182,6 +182,15 @@ def _swatches(data: list[dict], masked_label: str, presenter: bool) -> list[dict
     ]
 
 
+def _legend_under_bar(layout: dict, data: list[dict], masked_label: str, bar_px, plot_px, presenter) -> float:
+    """The masked/NaN legend under the colour bar, never over its last label; returns how far down the two reach
+    from the plot's top, in px (the figure reaches down to hold both)."""
+    swatches = _swatches(data, masked_label, presenter)
+    data += swatches
+    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 1 - (bar_px + LEGEND_GAP_PX) / plot_px, "yanchor": "top"}
+    return bar_px + (LEGEND_GAP_PX + legend_px(len(swatches), presenter) if swatches else 0)
+
+
 def _heatmap_figure(
     matrices: np.ndarray,
     row_labels: Sequence[object] | None,
@@ -228,11 +237,7 @@ def _heatmap_figure(
         layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), (row_title, col_title), shown, presenter
     )
     bar_px = _colour_bar(layout, z, kind, (lo, hi), shown.exact, plot_px, presenter, noise)
-    swatches = _swatches(data, look["masked_label"], presenter)
-    data += swatches
-    # the masked/NaN legend under the bar, never over its last label; the figure reaches down to hold both
-    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 1 - (bar_px + LEGEND_GAP_PX) / plot_px, "yanchor": "top"}
-    beside_px = bar_px + (LEGEND_GAP_PX + legend_px(len(swatches), presenter) if swatches else 0)
+    beside_px = _legend_under_bar(layout, data, look["masked_label"], bar_px, plot_px, presenter)
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
         above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
