@@ -57,3 +57,17 @@ def test_the_listings_marked_lines_are_tinted_by_position():
 
     css = lit_lines_css("step_listing", "  a = 1\n+ b = 2\n  c\n+ d")
     assert [int(n) for n in re.findall(r"nth-child\((\d+)\)", css)] == [2, 4]
+
+
+def test_figure_text_in_the_light_themes_grey_is_drawn_at_4_5_to_1_or_more():
+    """Seen: tick labels and axis titles in plotly's #808495, 3.7:1 on white, where the theme promises contrast."""
+    from explorer.glue.sidebar import FIGURE_TEXT_CSS
+
+    def luminance(color: str) -> float:
+        channels = [int(color[k : k + 2], 16) / 255 for k in (1, 3, 5)]
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    assert 'text[style*="fill: rgb(128, 132, 149)"]' in FIGURE_TEXT_CSS  # the template's grey, and only it
+    drawn = re.search(r"fill: (#[0-9a-f]{6}) !important", FIGURE_TEXT_CSS).group(1)
+    assert 1.05 / (luminance(drawn) + 0.05) >= 4.5 > 1.05 / (luminance("#808495") + 0.05)
