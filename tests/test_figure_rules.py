@@ -458,6 +458,19 @@ def test_line_chart_legend_sits_beside_the_plot_and_every_series_looks_different
     assert traced.line.color not in heads and book.line.color not in heads
 
 
+def test_a_line_on_an_earlier_one_stays_visible_and_lines_thicken_for_a_projector():
+    """Seen on Cost: Listing 3.5's line lay on the traced line and hid it; dotted lines too thin for a projector."""
+    series = {"traced": [1.0, 2.0, 4.0], "Listing 3.5": [1.0, 2.001, 4.0], "uniform": [2.0, 2.0, 2.0]}
+    normal, big = (
+        F.line_chart([1, 2, 3], series, title="t", x_title="x", y_title="y", references=("uniform",), presenter=p)
+        for p in (False, True)
+    )
+    traced, book, uniform = normal.data
+    assert book.marker.symbol == "circle-open" and book.marker.size > 1.5 * traced.marker.size  # rings round it
+    assert traced.marker.symbol != "circle-open" and uniform.line.width >= 3
+    assert all(b.line.width == pytest.approx(1.6 * n.line.width) for n, b in zip(normal.data, big.data, strict=True))
+
+
 @pytest.mark.parametrize(
     "title", ["Head scores: mean weight on the previous token", "Training loss (cross-entropy, training batch)"]
 )

@@ -245,14 +245,10 @@ def nearest_multiple(value: int, step: int) -> int:
 
 
 def _split_notice(s: Settings, fixed: int) -> str:
-    """Which value changed and why, naming what the visitor set: with only num_heads set, "d_out=2 is not divisible
-    by num_heads=8" blamed a d_out nobody chose."""
+    """Which value changed and why, naming what the visitor set (not "d_out=2 …" when only num_heads was set)."""
     why = "each head takes d_out / num_heads features, so d_out must be a multiple of num_heads"
     if s.d_out == Settings().d_out and s.num_heads != Settings().num_heads:  # only num_heads was set
-        return (
-            f"You set num_heads={s.num_heads}; the default d_out={s.d_out} cannot be split into {s.num_heads} heads "
-            f"({why}). Using d_out={fixed} (head_dim {fixed // s.num_heads})."
-        )
+        return f"You set num_heads={s.num_heads}; the default d_out={s.d_out} cannot be split into {s.num_heads} heads ({why}). Using d_out={fixed} (head_dim {fixed // s.num_heads})."  # noqa: E501
     return f"d_out={s.d_out} is not divisible by num_heads={s.num_heads}; using d_out={fixed} ({why})."
 
 
