@@ -471,6 +471,23 @@ def test_a_line_on_an_earlier_one_stays_visible_and_lines_thicken_for_a_projecto
     assert all(b.line.width == pytest.approx(1.6 * n.line.width) for n, b in zip(normal.data, big.data, strict=True))
 
 
+def test_knobs_entropy_plots_keep_noise_small_uncrammed_and_mark_the_pages_scale():
+    """Seen: the entropy gap zoomed to 0.001 nats (noise looked dramatic), 12 crammed scale ticks, no mark of the
+    page's own scale on the sweep."""
+    module = runs.build_module(Settings().module_spec())
+    x, labels = runs.build_input(Settings().input_spec())
+    view = knobs_that_teach.build_temperature_view(
+        teaching_runs.run_temperature(module, x[:1], 2.0), labels, presenter=False
+    )
+    panels = {p.key: p.figure for p in view.panels}
+    gap = panels["temperature_entropy"].layout.yaxis.range
+    assert gap[0] == 0 and gap[1] >= knobs_that_teach.ENTROPY_AXIS_MIN
+    sweep = panels["temperature_sweep"]
+    assert len(sweep.layout.xaxis.ticktext) <= 6  # decades, not all twelve scales
+    star = next(t for t in sweep.data if t.name and t.name.startswith("this page"))
+    assert list(star.x) == [2.0] and star.y[0] == pytest.approx(view.mean_entropy, rel=1e-5)
+
+
 @pytest.mark.parametrize(
     "title", ["Head scores: mean weight on the previous token", "Training loss (cross-entropy, training batch)"]
 )

@@ -20,7 +20,7 @@ def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
     positive = sorted({float(v) for v in values if v is not None and np.isfinite(v) and v > 0})
     if not positive:
         return {"type": "log"}
-    if label_all and len(positive) <= 12:
+    if label_all and len(positive) <= 8:  # Knobs' 12 scales (0.01 … 128) were crammed: decades then
         ticks = positive
     else:
         lo, hi = math.floor(math.log10(positive[0])), math.ceil(math.log10(positive[-1]))
