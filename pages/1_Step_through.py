@@ -84,8 +84,9 @@ def classroom_step(view, trained: bool = False) -> None:
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)
         st.html(boundary.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))
+        st.html(boundary.lit_lines_css("step_listing", view.listing))
         st.caption(f"Listing 3.5 · this step is {lines}, in colour")
-        st.code(view.listing, language="diff", line_numbers=True, wrap_lines=True)
+        st.code(view.listing, language="python", line_numbers=True, wrap_lines=True)  # Python: breaks between names
     with step_col:
         st.header(f"Step {view.number} of {view.count}: {view.title}")
         st.markdown(f"**Shape:** `{shape_text(view)}`")

@@ -58,6 +58,7 @@ from .style import (
     png_config_for,
     to_figure,
 )
+from .theme import for_theme
 
 __all__ = [
     "ALLOWED_COLOR",
@@ -79,6 +80,7 @@ __all__ = [
     "RESHAPE_STAGES",
     "escape_label",
     "finish_figure",
+    "for_theme",
     "bar_chart",
     "decode_array",
     "figure_nbytes",
