@@ -562,3 +562,12 @@ def test_captions_of_query_key_matrices_say_what_rows_and_columns_are(run32):
         presenter=False,
     )
     assert all("rows: queries" in p.caption for p in masks.panels if p.key in ("mask", "weights"))
+
+
+def test_a_series_with_gaps_is_compared_only_where_both_have_values():
+    """Real heads' induction curve has gaps (None); comparing it with an earlier series raised TypeError."""
+    series = {"a": [1.0, None, 3.0], "b": [1.0, None, 3.0], "c": [1.0, 2.0, 3.0]}
+    figure = F.line_chart([1, 2, 3], series, title="t", x_title="x", y_title="y")
+    a, b, c = figure.data
+    assert b.marker.symbol == "circle-open"  # the same gap and the same values: drawn as rings over a
+    assert c.marker.symbol != "circle-open"  # a value where a has a gap: not on it

@@ -89,9 +89,14 @@ def _line(name: str, xs, ys, k: int, look: tuple[str, bool, bool, bool], mode: s
 
 
 def _on_earlier(ys, earlier: list) -> bool:
-    """Whether a series lies on one drawn before it (within 1% of the plot's range at every point)."""
-    span = max((abs(y) for e in [ys, *earlier] for y in e), default=0.0) or 1.0
-    return any(all(abs(a - b) <= 0.01 * span for a, b in zip(ys, e, strict=True)) for e in earlier)
+    """Whether a series lies on one drawn before it (within 1% of the plot's range at every point; a gap, None, lies
+    only on a gap)."""
+    span = max((abs(y) for e in [ys, *earlier] for y in e if y is not None), default=0.0) or 1.0
+
+    def close(a, b) -> bool:
+        return a is None and b is None or a is not None and b is not None and abs(a - b) <= 0.01 * span
+
+    return any(all(close(a, b) for a, b in zip(ys, e, strict=True)) for e in earlier)
 
 
 def line_chart(
