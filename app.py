@@ -42,7 +42,7 @@ def main() -> None:
     if staged is None:
         draw_output(view, settings, batch_index)
     else:  # presenter mode: the attention weights fill the first screen beside the output and the book check
-        output_column, stage_column = st.columns([2, 3], gap="medium")  # the printed rows fit at 1280 px
+        output_column, stage_column = st.columns([1, 2], gap="medium")  # the printed rows just fit at 1280 px
         with output_column:
             st.caption(f"Listing 3.5 on {settings.device}, {settings.dtype}: {shape}.")
             draw_output(view, settings, batch_index, compact=True)

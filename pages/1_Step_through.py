@@ -78,12 +78,15 @@ def presenter_step(view) -> None:
 def classroom_step(view, trained: bool = False) -> None:
     """The whole listing (this step in colour) beside the step: its shape, its lines, its figures."""
     lines = view.line_text
-    listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
+    with st.container(key="step_columns"):  # a phone stacks the columns: the step first, the listing under it
+        st.html(boundary.RIGHT_FIRST_CSS.format(key="step_columns"))
+        listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)
         st.html(boundary.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))
+        st.html(boundary.lit_lines_css("step_listing", view.listing))
         st.caption(f"Listing 3.5 · this step is {lines}, in colour")
-        st.code(view.listing, language="diff", line_numbers=True, wrap_lines=True)
+        st.code(view.listing, language="python", line_numbers=True, wrap_lines=True)  # Python: breaks between names
     with step_col:
         st.header(f"Step {view.number} of {view.count}: {view.title}")
         st.markdown(f"**Shape:** `{shape_text(view)}`")

@@ -32,8 +32,11 @@ def main() -> None:
     followed = url.url_int("head", -1, 0, settings.num_heads - 1) if "head" in st.query_params else None
 
     st.title("Follow one token")
-    url.show_notices()
+    if not presenter:
+        url.show_notices()
     show_glance(settings, batch_index, token, presenter)
+    if presenter:  # after the figure, which fills the first screen (a notice above pushed its legend off it)
+        url.show_notices()
     view = teaching_cache.token_view(settings, token, batch_index, presenter)
     show_heads(view, token, presenter, followed)
     show_output(view, token, batch_index, presenter)
@@ -50,7 +53,7 @@ def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None
             "Queries on the left, keys on the right: each line's strength is the attention weight, one "
             "colour per head (as in BertViz's head view). The followed token's lines are drawn strong."
         )
-    boundary.show_figure(glance.panel, bare=presenter)
+    boundary.show_figure(glance.panel, bare=presenter, stage=presenter)  # presenter: it fills the first screen
 
 
 def show_heads(view, token: int, presenter: bool, followed: int | None = None) -> None:

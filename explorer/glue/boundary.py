@@ -33,6 +33,7 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
     if not bare:
         st.markdown(f"**{panel.title}**")
     if stage:
+        st.html(STAGE_CSS)  # a constant: nothing from the user
         with st.container(key=f"stage_{panel.key}"):
             plot(st, panel.figure, key=f"chart_{panel.key}", height="stretch")
     else:
@@ -41,15 +42,50 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
         st.caption(panel.caption)
 
 
+# A page with a stage (presenter mode's main figure) gives the figure the screen's width: Streamlit's side padding of
+# 5rem (110 px a side at presenter type) shrinks to 1.5rem. At 1280 × 720 the Explorer's two heads were 155 px each.
+STAGE_CSS = (
+    "<style>.block-container, [data-testid='stMainBlockContainer'] "
+    "{ padding-left: 1.5rem !important; padding-right: 1.5rem !important; }</style>"
+)
+
+
 def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG.
 
     Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
-    grid colours) follows the page's light or dark theme; they set their text sizes themselves.
+    grid colours) follows the page's light or dark theme; they set their text sizes themselves. Their colour scales
+    follow it here: on a dark page a copy gets the dark scales (st.context.theme: the browser's last known theme).
     """
+    if height == "content" and on_a_phone():
+        figure = figures.one_column(figure)  # heads stacked, each the phone's width: side by side they were 65 px
+    figure = figures.for_theme(figure, dark=st.context.theme.type == "dark")
+    # A figure that sets its own width (square cells) is drawn in a box of that width, or of its place's when that is
+    # narrower: stretched to the page, its matrix kept to the left and its colour bar went to the far right
+    # (out_proj.weight's bar 600 px from its heatmap); drawn at its own width in a narrower place, it broke.
+    if figure.layout.width and height == "content":
+        container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
     container.plotly_chart(
         figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
     )
+
+
+# Columns that a phone stacks (Streamlit does below 640 px) in reverse: the right one, the step's figure, comes first
+# (Step through put its 3,000-px listing first). For the container ``key`` around the columns.
+RIGHT_FIRST_CSS = (
+    "<style>@media (max-width: 640px) {{ .st-key-{key} [data-testid='stHorizontalBlock'] "
+    "{{ flex-direction: column-reverse; }} }}</style>"
+)
+
+
+def on_a_phone() -> bool:
+    """The visitor's browser says it is a phone ("Mobi" in its User-Agent, as MDN advises): the server never learns
+    the screen's width, so a narrow desktop window keeps the figures as they are."""
+    try:
+        agent = st.context.headers.get("User-Agent", "")
+    except (AttributeError, RuntimeError):  # no session (a bare script)
+        return False
+    return "Mobi" in (agent or "")
 
 
 def show_table(
@@ -97,8 +133,10 @@ HANGING_SHARE = 20  # nor than this share of the box (%): a presenter column 287
 def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int = 0) -> str:
     """CSS for st.code(..., wrap_lines=True) inside the container ``key``: each line's continuation starts under its
     own indentation plus HANGING (at most MOST_HANGING), so wrapped Python keeps its shape (pre-wrap alone restarts it
-    at column 0). A line breaks at spaces; only a word longer than what is left of the line breaks inside, since a
-    projector cannot scroll a code box (breaking at spaces only made 8 of 12 presenter steps at 1280 × 720 scroll).
+    at column 0). A line breaks at spaces and after punctuation (a zero-width space after each of Python's
+    punctuation tokens, drawn by CSS, so nothing is added to the text that is copied): never inside a name or a
+    number, and a projector need not scroll (breaking at spaces only made 8 of 12 presenter steps at 1280 × 720
+    scroll; breaking inside words cut `cont|iguous()`). The code must be highlighted as Python, which makes the tokens.
 
     ``marker``: characters before the indentation (1 for a diff's +/- column). One rule per line, by position: the
     code is the book's listing, a constant.
@@ -107,13 +145,26 @@ def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int =
     rules = [
         f".st-key-{key} code > span"
         + (" > span:last-child" if line_numbers else "")
-        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: anywhere; }}",
+        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: normal; }}",
+        f'.st-key-{key} code .token.punctuation::after {{ content: "\\200b"; }}',
     ]
     for number, text in enumerate(code.splitlines(), start=1):
         indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))
         if indent and text.strip():
             width = f"min({min(indent + HANGING, MOST_HANGING)}ch, {HANGING_SHARE}%)"  # a narrow box keeps room
             rules.append(f"{line.format(number)} {{ padding-left: {width}; text-indent: calc(-1 * {width}); }}")
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
+LIT_LINE = "background: rgba(66, 133, 244, 0.18); box-shadow: inset 3px 0 0 rgba(66, 133, 244, 0.9);"
+
+
+def lit_lines_css(key: str, listing: str, mark: str = "+") -> str:
+    """CSS that tints the lines of ``listing`` (in st.code(..., line_numbers=True) inside ``key``) that start with
+    ``mark``: the listing is highlighted as Python, whose tokens let a line break between names, so the diff
+    highlighting that coloured the marked lines is done here instead."""
+    lines = [n for n, text in enumerate(listing.splitlines(), start=1) if text.startswith(mark)]
+    rules = [f".st-key-{key} code > span:nth-child({n}) {{ {LIT_LINE} }}" for n in lines]
     return "<style>" + "\n".join(rules) + "</style>"
 
 

@@ -246,6 +246,14 @@ def nearest_multiple(value: int, step: int) -> int:
     return max(step, round(value / step) * step)
 
 
+def _split_notice(s: Settings, fixed: int) -> str:
+    """Which value changed and why, naming what the visitor set (not "d_out=2 …" when only num_heads was set)."""
+    why = "each head takes d_out / num_heads features, so d_out must be a multiple of num_heads"
+    if s.d_out == Settings().d_out and s.num_heads != Settings().num_heads:  # only num_heads was set
+        return f"You set num_heads={s.num_heads}; the default d_out={s.d_out} cannot be split into {s.num_heads} heads ({why}). Using d_out={fixed} (head_dim {fixed // s.num_heads})."  # noqa: E501
+    return f"d_out={s.d_out} is not divisible by num_heads={s.num_heads}; using d_out={fixed} ({why})."
+
+
 def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
     """Make conflicting settings consistent, with a one-line notice for each change."""
     notices: list[str] = []
@@ -260,7 +268,7 @@ def reconcile(settings: Settings) -> tuple[Settings, list[str]]:
         s = _fit_trained(s, notices)
     if s.d_out % s.num_heads:
         fixed = min(nearest_multiple(s.d_out, s.num_heads), s.num_heads * MAX_HEAD_DIM)
-        notices.append(f"d_out={s.d_out} is not divisible by num_heads={s.num_heads}; using d_out={fixed}.")
+        notices.append(_split_notice(s, fixed))
         s = replace(s, d_out=fixed)
     if s.head_dim > MAX_HEAD_DIM:
         fixed = s.num_heads * MAX_HEAD_DIM

@@ -32,12 +32,43 @@ def _per_head_panel(
     figure_title: str,
     note: str,
     presenter: bool,
+    scale: tuple[float | None, float | None] = (None, None),
 ) -> Panel:
-    """One (h, T, T) matrix of the trace at batch element ``b``, one heatmap per head."""
+    """One (h, T, T) matrix of the trace at batch element ``b``, one heatmap per head (``scale``: zmin, zmax)."""
     values = trace.numpy(step)[b]  # (h, T, T)
     text = caption(trace, step, "(b, h, T, T)", note)
     return token_heads_panel(
-        step, title, text, values, labels, figure_title=figure_title, kind=kind, presenter=presenter
+        step,
+        title,
+        text,
+        values,
+        labels,
+        figure_title=figure_title,
+        kind=kind,
+        presenter=presenter,
+        zmin=scale[0],
+        zmax=scale[1],
+    )
+
+
+def _shared_scales(trace: Trace, b: int, dropout_shown: bool) -> tuple[float, float]:
+    """The largest |raw score| (masking only removes scores, so it bounds the masked ones too) and the top of the
+    weights' scale over the weights and the dropped weights: neighbours the eye compares get one colour per number
+    (raw scores were ±0.308 and masked scores ±0.263 at the book's settings)."""
+    raw = trace.numpy("attn_scores")[b]  # (h, T, T)
+    finite = np.abs(raw[np.isfinite(raw)])
+    weights = [trace.numpy("attn_weights")[b]] + ([trace.numpy("attn_weights_dropped")[b]] if dropout_shown else [])
+    return (float(finite.max()) if finite.size else 1.0), figures.weights_top(*weights)
+
+
+def _shrunk_note(trace: Trace, b: int) -> str:
+    """Said on scores and weights alike when they are drawn shrunk, since the two reduce a block differently."""
+    h, t = trace.numpy("attn_weights")[b].shape[:2]
+    if h * t * t <= figures.HOVER_EXACT_LIMIT:
+        return ""
+    return (
+        " · shrunk to blocks: scores show each block's mean (both signs stay), weights its max (a weight one key"
+        " takes whole stays visible), so a block's weight can be bright where its mean score is not"
     )
 
 
@@ -58,6 +89,7 @@ def _mask_buffer_panel(allowed_buffer: np.ndarray, presenter: bool) -> Panel:
             kind="mask",
             head_names=["buffer"],
             presenter=presenter,
+            width_px=figures.NARROW_FIGURE_PX,  # half the page, beside the slice used: 64 labels crowded at full
             row_title="query position",
             col_title="key position",
         ),
@@ -83,8 +115,40 @@ def _mask_used_panel(trace: Trace, labels: list[str], presenter: bool) -> Panel:
             kind="mask",
             head_names=["slice used"],
             presenter=presenter,
+            width_px=figures.NARROW_FIGURE_PX,  # half the page, beside the buffer
         ),
     )
+
+
+def _attention_steps(where: str, scales: tuple[float, float], shrunk: str, dropout_shown: bool) -> list[tuple]:
+    """(step, panel title, kind, figure title, caption note, colour scale) of each per-head matrix, in the forward's
+    order; ``scales``: the largest |raw score| and the weights' top, shared by the neighbours that use them."""
+    top_score, top_weight = scales
+    same_weights = f"one colour scale with the {'other ' if dropout_shown else ''}weights (0 to {top_weight:.3g})"
+    scores, weights = (-top_score, top_score), (None, top_weight)
+    steps = [
+        ("attn_scores", "Raw scores Q Kᵀ, per head", "scores", f"attn_scores = Q Kᵀ · {where}", shrunk, scores),
+        (
+            "masked_scores",
+            "Masked scores: −∞ where a key is in the future",
+            "scores",
+            f"masked_scores · {where}",
+            f" · one colour scale with the raw scores (±{top_score:.3g}){shrunk}",
+            scores,
+        ),
+        (
+            "attn_weights",
+            "Attention weights: softmax of the scaled masked scores",
+            "weights",
+            f"attn_weights · {where}",
+            " · each row sums to 1" + (f" · {same_weights}" if dropout_shown else "") + shrunk,
+            weights,
+        ),
+    ]
+    if dropout_shown:
+        title, note = f"attn_weights after dropout · {where}", f" · survivors scaled by 1/(1−p) · {same_weights}"
+        steps.append(("attn_weights_dropped", "Weights after dropout (train mode)", "weights", title, note, weights))
+    return steps
 
 
 def attention_panels(
@@ -96,50 +160,45 @@ def attention_panels(
     mask_allowed: np.ndarray | None,
     dropout_shown: bool,
 ) -> list[Panel]:
-    """Per-head matrices, side by side on one colour scale per kind: scores, masks, weights."""
+    """Per-head matrices, side by side on one colour scale per kind: scores, masks, weights. Raw and masked scores
+    share one scale, as do the weights before and after dropout, and the captions say so."""
     b = batch_index
     where = f"batch element {b}"
-
-    def per_head(step: str, title: str, kind: str, figure_title: str, note: str = where) -> Panel:
-        return _per_head_panel(
-            trace, labels, step, title, b=b, kind=kind, figure_title=figure_title, note=note, presenter=presenter
+    steps = _attention_steps(where, _shared_scales(trace, b, dropout_shown), _shrunk_note(trace, b), dropout_shown)
+    panels = [
+        _per_head_panel(
+            trace,
+            labels,
+            step,
+            title,
+            b=b,
+            kind=kind,
+            figure_title=fig_title,
+            note=where + note,
+            presenter=presenter,
+            scale=scale,
         )
-
-    panels = [per_head("attn_scores", "Raw scores Q Kᵀ, per head", "scores", f"attn_scores = Q Kᵀ · {where}")]
-    if mask_allowed is not None:
-        panels.append(_mask_buffer_panel(mask_allowed, presenter))
-    panels += [
-        _mask_used_panel(trace, labels, presenter),
-        per_head(
-            "masked_scores", "Masked scores: −∞ where a key is in the future", "scores", f"masked_scores · {where}"
-        ),
-        per_head(
-            "attn_weights",
-            "Attention weights: softmax of the scaled masked scores",
-            "weights",
-            f"attn_weights · {where}",
-            f"{where} · each row sums to 1",
-        ),
+        for step, title, kind, fig_title, note, scale in steps
     ]
-    if dropout_shown:
-        panels.append(
-            per_head(
-                "attn_weights_dropped",
-                "Weights after dropout (train mode)",
-                "weights",
-                f"attn_weights after dropout · {where}",
-                f"{where} · survivors scaled by 1/(1−p)",
-            )
-        )
-    return panels
+    masks_shown = [_mask_used_panel(trace, labels, presenter)]
+    if mask_allowed is not None:
+        masks_shown.insert(0, _mask_buffer_panel(mask_allowed, presenter))
+    return panels[:1] + masks_shown + panels[1:]
 
 
 def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, head: int, presenter: bool) -> Panel:
-    weights = trace.numpy("attn_weights")[batch_index, head : head + 1]  # (1, T, T)
+    every_head = trace.numpy("attn_weights")[batch_index]  # (h, T, T)
+    weights = every_head[head : head + 1]  # (1, T, T)
+    top = figures.weights_top(every_head)  # the heads' panels' scale: the enlarged head keeps its colours
     return Panel(
         "enlarged_head",
         f"Head {head}, enlarged",
-        caption(trace, "attn_weights", "(b, h, T, T)", f"batch element {batch_index}, head {head}"),
+        caption(
+            trace,
+            "attn_weights",
+            "(b, h, T, T)",
+            f"batch element {batch_index}, head {head} · the heads' colour scale (0 to {top:.3g})",
+        ),
         figures.heads_heatmap(
             weights,
             labels,
@@ -147,6 +206,7 @@ def enlarged_head_panel(trace: Trace, labels: list[str], *, batch_index: int, he
             title=f"attn_weights · head {head}",
             kind="weights",
             head_names=[f"head {head}"],
+            zmax=top,
             presenter=presenter,
         ),
     )

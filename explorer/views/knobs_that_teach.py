@@ -53,8 +53,12 @@ def _entropy_panel(run: TemperatureRun, presenter: bool) -> Panel:
             y_title="nats below uniform",
             references=("uniform",),
             presenter=presenter,
-        ),
+        ).update_yaxes(range=[0, max(ENTROPY_AXIS_MIN, 1.1 * float(below_uniform.max()))]),
     )
+
+
+# The entropy gap's axis reaches at least this (nats): autoscaled, 0.001 nats of float noise filled the plot.
+ENTROPY_AXIS_MIN = 0.1
 
 
 def _sweep_panel(run: TemperatureRun, presenter: bool) -> Panel:
@@ -74,8 +78,23 @@ def _sweep_panel(run: TemperatureRun, presenter: bool) -> Panel:
             log_x=True,
             references=("uniform",),
             presenter=presenter,
-        ),
+        ).add_trace(_this_scale(run, presenter)),
     )
+
+
+def _this_scale(run: TemperatureRun, presenter: bool) -> dict:
+    """A star on the sweep at the page's own scale, labelled: the sweep did not say which point is on the page."""
+    return {
+        "type": "scatter",
+        "x": [run.multiplier],
+        "y": [float(run.entropy.mean())],  # the mean over batch, heads and rows, as the sweep's
+        "mode": "markers+text",
+        "name": f"this page: × {run.multiplier:g}",
+        "text": [f"× {run.multiplier:g}"],
+        "textposition": "top center",
+        "marker": {"size": 18 * (1.6 if presenter else 1), "symbol": "star", "color": "#9C6ADE"},
+        "hoverinfo": "skip",
+    }
 
 
 def scale_note(multiplier: float, scale: float) -> str:

@@ -123,7 +123,8 @@ def _mark_expected_keys(fig: go.Figure, inspection: Inspection) -> None:
 
 def head_panels(result: TrainResult, inspection: Inspection, *, presenter: bool = False) -> list[Panel]:
     """Per layer, each head's attention weights on the example; the held-out score in each head's title."""
-    labels = inspection.labels
+    # position and token: a task's tokens repeat (ids such as 3 … 3), and position is what the expected keys name
+    labels = [f"{t}:{label}" for t, label in enumerate(inspection.labels)]
     what = score_name(result.config.task)
     marked = marked_layers(result)
     panels = []

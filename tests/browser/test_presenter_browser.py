@@ -361,3 +361,46 @@ def test_every_key_is_labelled_and_no_code_box_is_cut(browser, app_url, presente
         screenshot(page, f"labels_{'presenter' if presenter else 'normal'}_step7")
     finally:
         context.close()
+
+
+# Where a code line wraps between two characters of one name or number (the line box changes between them).
+BROKEN_WORD_JS = """
+() => { const found = [];
+  for (const code of document.querySelectorAll("[data-testid='stMain'] pre code")) {
+    const chars = [], walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      if (node.parentElement.closest('.linenumber')) continue;
+      for (let i = 0; i < node.length; i++) {
+        const range = document.createRange(); range.setStart(node, i); range.setEnd(node, i + 1);
+        const rect = range.getClientRects()[0];
+        if (rect) chars.push([node.data[i], rect.top]);
+      }
+    }
+    for (let k = 1; k < chars.length; k++) {
+      if (chars[k][1] > chars[k - 1][1] + 2 && /\\w/.test(chars[k - 1][0]) && /\\w/.test(chars[k][0])) {
+        const text = (from, to) => chars.slice(from, to).map((c) => c[0]).join('');
+        found.push(`${text(Math.max(0, k - 12), k)}|${text(k, k + 6)}`);
+      }
+    }
+  }
+  return found; }
+"""
+
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
+def test_no_step_breaks_code_inside_a_name_or_scrolls_a_code_box(browser, app_url, presenter):
+    """Issue 21: `context_lengt|h`, `transpose(2|, 3)`, `cont|iguous()`: code breaks at spaces and punctuation only,
+    and still no code box scrolls (a projector cannot), on every step, presenter 1280 × 720 and normal 1280 × 800."""
+    size = (1280, 720) if presenter else (1280, 800)
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
+    page = context.new_page()
+    problems = []
+    try:
+        for step in range(1, 13):
+            open_page(page, app_url, "Step_through", f"step={step}" + ("&presenter=true" if presenter else ""))
+            problems += [f"step {step}: broken inside a word: {w}" for w in page.evaluate(BROKEN_WORD_JS)]
+            problems += [f"step {step}: {cut}" for cut in page.evaluate(CUT_CODE_JS)]
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()

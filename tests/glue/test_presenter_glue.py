@@ -40,11 +40,34 @@ def test_tables_as_text_keep_their_printf_formats_in_each_shape_a_page_passes():
     assert list(shown.index) == ["token", "weight"] and list(shown["0"]) == ["15.00", "0.50"]
 
 
-def test_wrapped_code_breaks_inside_a_word_only_when_the_word_does_not_fit():
-    """A projector cannot scroll a code box: a line breaks at spaces, and inside a word only when the word alone is
-    wider than what is left of the line (breaking at spaces only made 8 of 12 presenter steps at 1280 × 720 scroll)."""
+def test_wrapped_code_breaks_at_spaces_and_punctuation_never_inside_a_name():
+    """Seen: `context_lengt|h`, `cont|iguous()`. A line breaks at spaces and after Python's punctuation tokens (a
+    zero-width space drawn by CSS, not added to the copied text), never inside a word (overflow-wrap normal)."""
     from explorer.glue.sidebar import PRESENTER_CSS
 
     css = hanging_indent_css("listing", "x = 1", line_numbers=True)
-    assert "overflow-wrap: anywhere" in css and "keep-all" not in css and "overflow-x" not in css
+    assert "overflow-wrap: normal" in css and "anywhere" not in css and "overflow-x" not in css
+    assert '.st-key-listing code .token.punctuation::after { content: "\\200b"; }' in css
     assert "keep-all" not in PRESENTER_CSS and "pre { overflow-x" not in PRESENTER_CSS
+
+
+def test_the_listings_marked_lines_are_tinted_by_position():
+    """The listing is highlighted as Python (its tokens give the break points), so the step's lines are tinted here."""
+    from explorer.glue.boundary import lit_lines_css
+
+    css = lit_lines_css("step_listing", "  a = 1\n+ b = 2\n  c\n+ d")
+    assert [int(n) for n in re.findall(r"nth-child\((\d+)\)", css)] == [2, 4]
+
+
+def test_figure_text_in_the_light_themes_grey_is_drawn_at_4_5_to_1_or_more():
+    """Seen: tick labels and axis titles in plotly's #808495, 3.7:1 on white, where the theme promises contrast."""
+    from explorer.glue.sidebar import FIGURE_TEXT_CSS
+
+    def luminance(color: str) -> float:
+        channels = [int(color[k : k + 2], 16) / 255 for k in (1, 3, 5)]
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    assert 'text[style*="fill: rgb(128, 132, 149)"]' in FIGURE_TEXT_CSS  # the template's grey, and only it
+    drawn = re.search(r"fill: (#[0-9a-f]{6}) !important", FIGURE_TEXT_CSS).group(1)
+    assert 1.05 / (luminance(drawn) + 0.05) >= 4.5 > 1.05 / (luminance("#808495") + 0.05)

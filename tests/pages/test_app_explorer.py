@@ -99,6 +99,7 @@ def test_presentation_choices_reuse_the_computed_run(monkeypatch):
         ({"num_heads": "abc"}, "num_heads=`abc` is not a whole number"),
         ({"num_heads": "99"}, "num_heads=`99` is outside 1–16; using 16"),
         ({"num_heads": "2", "d_out": "7"}, "d_out=7 is not divisible by num_heads=2; using d_out=8"),
+        ({"num_heads": "8"}, "You set num_heads=8; the default d_out=2 cannot be split into 8 heads"),  # was d_out's
         ({"device": "cuda"} if not torch.cuda.is_available() else {"device": "tpu"}, "using cpu"),
         ({"dropout": "NaN"}, "dropout=`NaN` is not a number"),
         ({"num_tokens": "0"}, "num_tokens=`0` is outside 1–1024; using 1"),

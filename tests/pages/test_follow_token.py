@@ -93,14 +93,31 @@ def test_the_head_view_draws_every_kept_weight_and_stays_bounded():
     run = explorer_run(Settings())
     view = head_view.build_head_view(run, batch_index=0, focus=1, presenter=False)
     weights = run.trace.numpy("attn_weights")[0]
-    assert view.top_k is None and view.lines == int((weights >= head_view.BANDS[0][0]).sum())
+    kept = weights >= head_view.BANDS[0][0]  # (h, T, T)
+    top3 = weights >= -np.sort(-weights, axis=-1)[..., 2:3]  # each row's three heaviest keys
+    top3[:, 1] = True  # the followed query's row: every kept line
+    assert view.window == range(6) and view.lines == int((kept & top3).sum())
     big = np.random.default_rng(0).dirichlet(np.ones(1024), size=(16, 1024)).astype(np.float32)  # (h, T, T)
-    fig = head_view.head_view_figure(big, [f"t{i}" for i in range(1024)], focus=3)
-    k = head_view.top_k(16, 1024)
-    assert k is not None and 16 * 1024 * k <= head_view.MAX_LINES + 16 * 1024
+    fig = head_view.head_view_figure(big, [f"t{i}" for i in range(1024)], focus=100)
     assert figures.figure_nbytes(fig) < 2_500_000
     line_traces = [t for t in fig.data if t.mode == "lines" and t.x != (None,)]
     assert len(line_traces) <= 16 * len(head_view.BANDS)
+
+
+def test_beyond_32_tokens_the_head_view_draws_a_labelled_window_around_the_followed_token():
+    """Issue 21: at 16 heads x 256 tokens the lines filled the top fifth of the frame, with no token labels."""
+    weights = np.random.default_rng(1).dirichlet(np.full(256, 0.02), size=(16, 256)).astype(np.float32)  # peaked
+    labels = [f"t{i}" for i in range(256)]
+    fig = head_view.head_view_figure(weights, labels, focus=100)
+    queries = next(t for t in fig.data if t.name == "queries")
+    assert list(queries.text) == [f"t{p} ({p})" for p in range(76, 108)]  # 32 tokens, the followed one 3/4 down
+    assert tuple(fig.layout.yaxis.range) == (31.5, -0.5)  # the rows span the plot's height
+    assert "tokens 76–107 of 256, around 't100'" in fig.layout.title.subtitle.text.replace("<br>", " ")
+    ys = [y for t in fig.data if t.mode == "lines" for y in t.y if y is not None]
+    assert min(ys) < 1 and max(ys) > 30  # lines from the first row to the last
+    assert head_view.token_window(256, 250, presenter=False) == range(224, 256)  # the window stays inside
+    assert head_view.token_window(256, None, presenter=True) == range(10)
+    assert head_view.token_window(6, 3, presenter=True) == range(6)
 
 
 def test_the_head_views_legend_sits_beside_the_plot_clear_of_its_subtitle():

@@ -436,7 +436,9 @@ def test_head_k_has_one_colour_in_every_figure_and_legend():
     assert [tr.line.color for tr in chart.data] == colors
     band = F.matrix_heatmap(np.ones((2, 32)), None, None, title="q", column_groups=h)
     assert [s.fillcolor for s in band.layout.shapes if s.name and s.name.startswith("head band")] == colors
-    for fig in (lines, bars, chart):  # no legend cut: the plot is tall enough for every entry
+    assert lines.layout.legend.orientation == "h"  # presenter, 16 heads: rows under the plot, which a stage holds
+    assert lines.layout.margin.b >= 3 * 1.3 * lines.layout.legend.font.size  # room for three rows of entries
+    for fig in (bars, chart):  # no legend cut: the plot is tall enough for every entry
         plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
         assert plot_px >= h * (1.3 * fig.layout.legend.font.size + 14), fig.layout.title.text  # 32.5 px an entry at 15
 
@@ -497,3 +499,32 @@ def test_subplot_grid_matches_make_subplots(rows, cols, titles):
     want = [(a["text"], a["x"], a["y"], a["font"]["size"]) for a in reference.get("annotations", [])]
     assert [g[0] for g in got] == [w[0] for w in want]
     np.testing.assert_allclose([g[1:] for g in got] or [[0, 0, 0]], [w[1:] for w in want] or [[0, 0, 0]], atol=1e-12)
+
+
+def test_a_phone_stacks_the_heads_in_one_column_each_at_least_150_px(rng):
+    """Issue 21: on a 390 x 844 phone two heads side by side got about 65 px each and their labels ran together."""
+    import plotly.graph_objects as go
+
+    from explorer.views.figures.heatmap_layout import PHONE_FIGURE_PX, PHONE_MIN_PANEL_PX, one_column
+
+    fig = F.heads_heatmap(softmax(causal_scores(rng, 4, 6)), TOKENS, TOKENS, title="w", kind="weights")
+    before = fig.to_json()
+    stacked = one_column(fig)
+    assert fig.to_json() == before  # the cached figure is not changed
+    layout = stacked.layout
+    assert all(layout[f"xaxis{s}"].domain == (0.0, 1.0) for s in ("", "2", "3", "4"))  # one column
+    tops = [layout[f"yaxis{s}"].domain[1] for s in ("", "2", "3", "4")]
+    assert tops == sorted(tops, reverse=True) and all(layout[f"yaxis{s}"].showticklabels for s in ("", "2"))
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    sides = [(layout[f"yaxis{s}"].domain[1] - layout[f"yaxis{s}"].domain[0]) * plot_px for s in ("", "2", "3", "4")]
+    assert min(sides) >= PHONE_MIN_PANEL_PX and max(sides) <= PHONE_FIGURE_PX
+    assert [a.y for a in layout.annotations[:4]] == pytest.approx(tops)  # each head's title on its panel
+    assert layout.coloraxis.colorbar.orientation == "h" and layout.width is None
+    go.Figure(stacked.to_dict())  # plotly's validation accepts it
+    single = F.heads_heatmap(softmax(causal_scores(rng, 1, 6)), TOKENS, TOKENS, title="w", kind="weights")
+    assert one_column(single) is single
+    chart = F.line_chart([0, 1], {"a": [0, 1]}, title="t", x_title="x", y_title="y")
+    assert one_column(chart) is chart  # a line chart (Step through's step 7 raised KeyError: 'domain')
+    grid = F.heads_heatmap(softmax(causal_scores(rng, 2, 6)), TOKENS, TOKENS, title="w", kind="weights")
+    grid.layout.meta = {"filename": "thumbnails"}  # not marked as a heads grid (the Real heads page's model view)
+    assert one_column(grid) is grid

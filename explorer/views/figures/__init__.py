@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from .diagrams import RESHAPE_STAGES, reshape_figure
 from .downsample import weights_top
-from .heatmap_layout import FULL_FIGURE_PX
+from .heatmap_layout import FULL_FIGURE_PX, one_column
 from .heatmaps import heads_heatmap, matrix_heatmap
 from .lines import bar_chart, line_chart
 from .style import (
@@ -59,6 +59,7 @@ from .style import (
     png_config_for,
     to_figure,
 )
+from .theme import for_theme
 
 __all__ = [
     "ALLOWED_COLOR",
@@ -72,6 +73,7 @@ __all__ = [
     "MAX_PANEL_COLUMNS",
     "MAX_TICKS",
     "FULL_FIGURE_PX",
+    "one_column",
     "GRID_COLOR",
     "NAN_COLOR",
     "NARROW_FIGURE_PX",
@@ -79,6 +81,7 @@ __all__ = [
     "RESHAPE_STAGES",
     "escape_label",
     "finish_figure",
+    "for_theme",
     "bar_chart",
     "decode_array",
     "figure_nbytes",

@@ -105,19 +105,33 @@ def _block_reduce_stack(z: np.ndarray, fi: int, fj: int, how: str) -> np.ndarray
     nan = np.isnan(blocks)
     any_nan = bool(nan.any())
     if how == "max":
-        out = (np.where(nan, -np.inf, blocks) if any_nan else blocks).max(axis=(2, 4))
+        out = _over_blocks(np.where(nan, -np.inf, blocks) if any_nan else blocks, np.maximum)
     else:
         usable = ~nan & (blocks != -np.inf)
         if usable.all():  # every cell is a number (scores before masking, values): a plain block mean
-            out = blocks.sum(axis=(2, 4), dtype=np.float64) / (fi * fj)
+            out = _over_blocks(blocks, np.add, np.float64) / (fi * fj)
         else:
-            total = np.where(usable, blocks, 0.0).sum(axis=(2, 4), dtype=np.float64)
-            count = usable.sum(axis=(2, 4))
+            total = _over_blocks(np.where(usable, blocks, 0.0), np.add, np.float64)
+            count = _over_blocks(usable, np.add, np.int64)
             with np.errstate(invalid="ignore", divide="ignore"):
                 out = np.where(count > 0, total / np.maximum(count, 1), -np.inf)
     out = out.astype(np.float32)
     if any_nan:
         out[nan.any(axis=(2, 4))] = np.nan
+    return out
+
+
+def _over_blocks(blocks: np.ndarray, op: np.ufunc, dtype=None) -> np.ndarray:
+    """(h, I, fi, J, fj) -> (h, I, J): ``op`` (np.maximum or np.add) over each fi × fj block.
+
+    First over the fi rows of each block (a reduction whose inner loop runs along J·fj contiguous values), then over
+    the fj columns, one strided slice at a time: numpy's one-call reduction over axes (2, 4) runs its inner loop
+    fj values long, 15× slower (7.5 ms against 0.5 ms for a 512² head in blocks of 4 × 4).
+    """
+    rows = op.reduce(blocks, axis=2, dtype=dtype)  # (h, I, J, fj)
+    out = rows[..., 0].copy()
+    for k in range(1, rows.shape[-1]):
+        op(out, rows[..., k], out=out)
     return out
 
 

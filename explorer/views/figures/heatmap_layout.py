@@ -11,9 +11,19 @@ figure is drawn: ``FULL_FIGURE_PX`` for a page-wide figure, ``style.NARROW_FIGUR
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
-from .style import ALL_LABELS_UP_TO, MAX_PANEL_COLUMNS, MAX_TICKS, PRESENTER_SCALE, _axis_ticks, _font, text_px
+from .style import (
+    ALL_LABELS_UP_TO,
+    MAX_PANEL_COLUMNS,
+    MAX_TICKS,
+    PRESENTER_SCALE,
+    _axis_ticks,
+    _font,
+    text_px,
+    to_figure,
+)
 
 FULL_FIGURE_PX = 900  # a page-wide figure on a 1280-px screen with the sidebar open
 CELL_MAX_PX = 46  # a cell is at most this big: enough for "-0.35" at the cell font
@@ -214,3 +224,76 @@ def below_plot_px(presenter: bool, ticks_px: float | None = None) -> int:
     """Pixels under the last row: its tick labels (``ticks_px`` tall) and the axis title."""
     ticks_px = 1.6 * _font(presenter) if ticks_px is None else ticks_px
     return round(ticks_px) + round(1.5 * _font(presenter)) + 6
+
+
+PHONE_FIGURE_PX = 358  # a 390-px phone's page, less Streamlit's padding
+PHONE_MIN_PANEL_PX = 150  # a head narrower than this prints its labels into each other (65 px on a phone before)
+
+
+def _panels(layout: dict) -> list[str]:
+    """The subplot suffixes ("", "2", …) of a heatmap grid, in order."""
+    keys = sorted((k for k in layout if re.fullmatch(r"xaxis[0-9]*", k)), key=lambda k: int(k[5:] or 1))
+    return [k[5:] for k in keys if f"yaxis{k[5:]}" in layout]
+
+
+def _stack_gap_px(x_axis: dict, font: float, titled: bool) -> float:
+    """Between stacked panels: the upper one's x tick labels (turned: the longest label) and axis title, then the
+    lower one's title."""
+    ticks = [str(t) for t in x_axis.get("ticktext") or []]
+    turned = x_axis.get("tickangle") == -90
+    ticks_px = max((text_px(t, font) for t in ticks), default=0.0) + 0.6 * font if turned else 1.6 * font
+    return ticks_px + 1.5 * font + (1.7 * font if titled else 0) + 10
+
+
+def one_column(figure, width_px: int = PHONE_FIGURE_PX):
+    """A heads heatmap laid out again as one column, for a phone: each head the page's width (less its labels), the
+    colour bar under the grid. Side by side on a 358-px page each of two heads got 65-90 px and their labels ran
+    together. Figures with one column of panels come back as they are; the figure given is never changed (it may be
+    a cached one shared by every session)."""
+    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
+    if not meta.get("heads_grid"):  # heads_heatmap marks its figures: line charts, the Real heads page's L × h
+        return figure  # thumbnails keep their own layout
+    layout = figure.layout.to_plotly_json()
+    suffixes = _panels(layout)
+    if len({tuple(layout[f"xaxis{s}"]["domain"]) for s in suffixes}) < 2:
+        return figure  # one column already
+    spec = figure.to_dict()  # a deep copy
+    layout, font = spec["layout"], float(layout.get("font", {}).get("size", 15))
+    plot_px = layout.get("height", 450) - layout["margin"]["t"] - layout["margin"]["b"]
+    titles = [a for a in layout.get("annotations", []) if a.get("yref") == "paper" and a.get("yanchor") == "bottom"]
+    gap = _stack_gap_px(layout["xaxis"], font, bool(titles))
+    sides = []  # each panel's height, px
+    for s in suffixes:
+        y_axis = layout[f"yaxis{s}"]
+        own = (y_axis["domain"][1] - y_axis["domain"][0]) * plot_px
+        sides.append(max(PHONE_MIN_PANEL_PX, width_px - 130) if "scaleanchor" in y_axis else own)
+    bar_px = 14 + 3.4 * font + 20  # the colour bar under the grid: its title, the bar, its labels
+    total = sum(sides) + gap * len(sides) + bar_px  # the last gap holds the last panel's labels
+    top = 1.0
+    for k, (s, side) in enumerate(zip(suffixes, sides, strict=True)):
+        layout[f"xaxis{s}"] |= {"domain": [0.0, 1.0], "title": layout["xaxis"].get("title", {})}
+        y_axis = layout[f"yaxis{s}"]
+        old_top = y_axis["domain"][1]
+        y_axis |= {"domain": [max(0.0, top - side / total), top], "showticklabels": True}
+        y_axis["title"] = layout["yaxis"].get("title", {})
+        for title in titles:  # the panel's title moves with it (the k-th title is the k-th panel's)
+            if title is titles[min(k, len(titles) - 1)] and abs(title["y"] - old_top) < 1e-9:
+                title |= {"x": 0.0, "xanchor": "left", "y": top}
+        top -= (side + gap) / total
+    _bar_below(layout, bar_px / total)
+    layout.pop("width", None)
+    layout["margin"]["b"] = round(2 * font + 20) if "legend" in layout else 10
+    layout["height"] = round(layout["margin"]["t"] + total + layout["margin"]["b"])
+    return to_figure(spec)
+
+
+def _bar_below(layout: dict, bar_top: float) -> None:
+    """The colour bar lies under the grid, across it (its top at ``bar_top`` of the plot), so that the heads keep
+    the page's width; the masked/NaN legend goes under it."""
+    bar = layout.get("coloraxis", {}).get("colorbar")
+    if bar is not None:
+        bar |= {"orientation": "h", "x": 0.0, "xanchor": "left", "y": bar_top, "yanchor": "top", "thickness": 14}
+        bar |= {"lenmode": "fraction", "len": 1.0}
+        bar["title"] = bar.get("title", {}) | {"side": "top"}
+    if "legend" in layout:
+        layout["legend"] |= {"orientation": "h", "x": 0.0, "xanchor": "left", "y": 0.0, "yanchor": "top"}

@@ -40,6 +40,7 @@ from .style import (
     _short,
     escape_label,
     finish_figure,
+    legend_px,
     text_px,
 )
 
@@ -57,6 +58,8 @@ def _axes(layout: dict, grid: tuple[int, int, int], ticks: tuple[dict, dict], ti
             x_axis["title"] = {"text": titles[1]}
         # row 0 at the top (autorange reversed), as in a printed matrix
         y_axis = layout[f"yaxis{suffix}"] | axis | {"autorange": "reversed", "showticklabels": c == 0} | ticks[1]
+        if c:  # no tick marks without their labels: they sat inside the left neighbour's grid
+            y_axis["ticks"] = ""
         y_axis |= clip[1]
         if c == 0:  # standoff: room for the widest label even when the page's font is wider than plotly measured
             y_axis["title"] = {"text": titles[0], "standoff": 12}
@@ -72,7 +75,12 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
     """
     for k in range(h):
         suffix = "" if k == 0 else str(k + 1)
-        layout[f"yaxis{suffix}"] |= {"scaleanchor": f"x{suffix}", "scaleratio": 1, "constrain": "domain"}
+        layout[f"yaxis{suffix}"] |= {  # a figure taller than its cells (a stage) keeps them under their titles
+            "scaleanchor": f"x{suffix}",
+            "scaleratio": 1,
+            "constrain": "domain",
+            "constraintoward": "top",
+        }
         layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "left"}
     panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
     layout["width"] = round(panels_px + side_px(presenter, _labels_px(row_labels, presenter)))
@@ -84,7 +92,9 @@ def _labels_px(row_labels: list[str], presenter: bool) -> float:
 
 
 COLORBAR_LEN = 0.75  # of the plot's height: the rest is for the masked/NaN legend below it
-MIN_BAR_LINES = 3  # a bar holds at least this many lines of tick text (a short plot's bar reaches below it)
+MIN_BAR_LINES = 5  # a bar holds at least this many lines of tick text (a short plot's bar reaches below it):
+# step 7's 6-token panels had a 65 px bar (3 lines) with its bottom label under the legend
+LEGEND_GAP_PX = 12  # between the colour bar's end and the masked/NaN legend under it
 
 
 def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, bar: tuple[float, int]) -> dict:
@@ -177,6 +187,15 @@ def _swatches(data: list[dict], masked_label: str, presenter: bool) -> list[dict
     ]
 
 
+def _legend_under_bar(layout: dict, data: list[dict], masked_label: str, bar_px, plot_px, presenter) -> float:
+    """The masked/NaN legend under the colour bar, never over its last label; returns how far down the two reach
+    from the plot's top, in px (the figure reaches down to hold both)."""
+    swatches = _swatches(data, masked_label, presenter)
+    data += swatches
+    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 1 - (bar_px + LEGEND_GAP_PX) / plot_px, "yanchor": "top"}
+    return bar_px + (LEGEND_GAP_PX + legend_px(len(swatches), presenter) if swatches else 0)
+
+
 def _heatmap_figure(
     matrices: np.ndarray,
     row_labels: Sequence[object] | None,
@@ -223,8 +242,7 @@ def _heatmap_figure(
         layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), (row_title, col_title), shown, presenter
     )
     bar_px = _colour_bar(layout, z, kind, (lo, hi), shown.exact, plot_px, presenter, noise)
-    data += _swatches(data, look["masked_label"], presenter)
-    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 0.0, "yanchor": "bottom"}
+    beside_px = _legend_under_bar(layout, data, look["masked_label"], bar_px, plot_px, presenter)
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
         above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
@@ -234,7 +252,7 @@ def _heatmap_figure(
         presenter,
         subtitle=_noise_note(noise, shown.subtitle),
         plot_px=plot_px,
-        below_px=below_plot_px(presenter, ticks_px) + max(0, round(bar_px - plot_px)),
+        below_px=max(below_plot_px(presenter, ticks_px), round(beside_px - plot_px)),
         above_plot_px=above_plot_px,
     )
 
@@ -273,7 +291,7 @@ def heads_heatmap(
     names = list(head_names) if head_names is not None else [f"head {k}" for k in range(z.shape[0])]
     if len(names) != z.shape[0]:
         raise ValueError(f"{len(names)} head names for {z.shape[0]} heads")
-    return _heatmap_figure(
+    figure = _heatmap_figure(
         z,
         row_labels,
         col_labels,
@@ -289,6 +307,8 @@ def heads_heatmap(
         col_title=col_title,
         width_px=width_px,
     )
+    figure.layout.meta = dict(figure.layout.meta) | {"heads_grid": True}  # a phone lays it out again (one_column)
+    return figure
 
 
 def matrix_heatmap(

@@ -20,7 +20,7 @@ def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
     positive = sorted({float(v) for v in values if v is not None and np.isfinite(v) and v > 0})
     if not positive:
         return {"type": "log"}
-    if label_all and len(positive) <= 12:
+    if label_all and len(positive) <= 8:  # Knobs' 12 scales (0.01 … 128) were crammed: decades then
         ticks = positive
     else:
         lo, hi = math.floor(math.log10(positive[0])), math.ceil(math.log10(positive[-1]))
@@ -60,19 +60,43 @@ def series_colors(names: Sequence[str]) -> list[str]:
     return colors
 
 
-def _line(name: str, xs, ys, k: int, color: str, reference: bool, mode: str, hover: str) -> dict:
+def _line(name: str, xs, ys, k: int, look: tuple[str, bool, bool, bool], mode: str, hover: str) -> dict:
     """Series k: a solid first line, then dashes and other markers, so that a line drawn over another still lets
-    it show through; a reference (uniform, before) is a thin grey dotted line without markers."""
+    it show through; a reference (uniform, before) is a grey dotted line without markers. ``look``: colour,
+    reference, presenter (lines 1.6× as thick, for a projector), and whether the series lies on an earlier one
+    (open rings round its points, so it is seen: Cost's Listing 3.5 hid the traced line)."""
+    color, reference, presenter, on_earlier = look
+    thick = 1.6 if presenter else 1.0
     if reference:
-        style = {"mode": "lines", "line": {"color": REFERENCE_COLOR, "width": 2, "dash": "dot"}}
-    else:
-        width = 4 if k == 0 else 2.5
-        style = {
-            "mode": mode,
-            "line": {"color": color, "width": width, "dash": DASHES[k % len(DASHES)]},
-            "marker": {"size": 8, "symbol": SYMBOLS[k % len(SYMBOLS)]},
+        return {
+            "type": "scatter",
+            "x": list(xs),
+            "y": list(ys),
+            "name": escape_label(name),
+            "hovertemplate": hover,
+            "mode": "lines",
+            "line": {"color": REFERENCE_COLOR, "width": 3 * thick, "dash": "dot"},
         }
+    marker = {"size": 8 * thick, "symbol": SYMBOLS[k % len(SYMBOLS)]}
+    if on_earlier:
+        marker = {"size": 15 * thick, "symbol": "circle-open", "line": {"width": 2.5 * thick}}
+    style = {
+        "mode": "lines+markers" if on_earlier else mode,
+        "line": {"color": color, "width": (4 if k == 0 else 3) * thick, "dash": DASHES[k % len(DASHES)]},
+        "marker": marker,
+    }
     return {"type": "scatter", "x": list(xs), "y": list(ys), "name": escape_label(name), "hovertemplate": hover} | style
+
+
+def _on_earlier(ys, earlier: list) -> bool:
+    """Whether a series lies on one drawn before it (within 1% of the plot's range at every point; a gap, None, lies
+    only on a gap)."""
+    span = max((abs(y) for e in [ys, *earlier] for y in e if y is not None), default=0.0) or 1.0
+
+    def close(a, b) -> bool:
+        return a is None and b is None or a is not None and b is not None and abs(a - b) <= 0.01 * span
+
+    return any(all(close(a, b) for a, b in zip(ys, e, strict=True)) for e in earlier)
 
 
 def line_chart(
@@ -94,14 +118,16 @@ def line_chart(
     """
     mode = "lines+markers" if len(xs) <= 50 else "lines"
     colors = series_colors(list(series))
-    data, k = [], 0
+    data, k, drawn = [], 0, []
     for color, (name, ys) in zip(colors, series.items(), strict=True):
         if len(ys) != len(xs):
             raise ValueError(f"series {name!r} has {len(ys)} values for {len(xs)} xs")
         hover = f"{escape_label(name)}<br>{x_title} = %{{x}}<br>{y_title} = %{{y:.4g}}<extra></extra>"
         reference = name in references
-        data.append(_line(name, xs, ys, k, color, reference, mode, hover))
+        on_earlier = not reference and _on_earlier(ys, drawn)
+        data.append(_line(name, xs, ys, k, (color, reference, presenter, on_earlier), mode, hover))
         k += not reference
+        drawn += [] if reference else [list(ys)]
     grid = {"showgrid": True, "gridcolor": GRID_COLOR, "zeroline": False}
     all_ys = [y for ys in series.values() for y in ys]
     layout = {

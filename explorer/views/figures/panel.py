@@ -81,6 +81,7 @@ def token_heads_panel(
     figure_title: str,
     kind: str,
     presenter: bool,
+    zmin: float | None = None,
     zmax: float | None = None,
 ) -> Panel:
     """(h, T, T) values of one sequence, one heatmap per head, tokens on both axes: how every page draws them."""
@@ -95,6 +96,7 @@ def token_heads_panel(
             title=figure_title,
             kind=kind,
             head_names=head_names(values.shape[0]),
+            zmin=zmin,
             zmax=zmax,
             presenter=presenter,
         ),

@@ -252,7 +252,7 @@ def finish_figure(
     legend_entries, the legend's length, makes the figure tall enough to show all of it.
     Figures are built as dicts because plotly validates every property set on a figure object, which made a
     figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
-    (``tests/test_figures.py``), so it is wrapped here without validating it again.
+    (``tests/views/test_figures.py``), so it is wrapped here without validating it again.
     """
     title_px, subtitle_px = _font(presenter, 1.3), _font(presenter, 0.85)
     wrapped = wrap(title, TITLE_CHARS_PRESENTER if presenter else TITLE_CHARS)
@@ -294,6 +294,12 @@ def finish_figure(
     return to_figure(spec)
 
 
+# plotly.js's default on a numeric axis and a colour bar, "hide past div", measures every tick label's box after each
+# label is placed: n labels, n² forced layouts of the page (0.5 s of a 6-token slider move in the app, issue 20).
+# The figures are sized so that every label fits (tests/test_figure_rules.py), so nothing is hidden either way.
+NO_OVERFLOW_CHECK = "allow"
+
+
 def _set_text_sizes(layout: dict, presenter: bool) -> None:
     """Every axis's tick labels and title, the colour bar's and the legend's text at the figure's font size.
 
@@ -306,12 +312,14 @@ def _set_text_sizes(layout: dict, presenter: bool) -> None:
         for key in axes:
             axis = layout.setdefault(key, {})
             axis["automargin"] = True
+            axis["ticklabeloverflow"] = NO_OVERFLOW_CHECK
             axis["tickfont"] = {"size": size} | axis.get("tickfont", {})
             if "title" in axis:
                 axis["title"] = {"font": {"size": size}} | axis["title"]
     colorbar = layout.get("coloraxis", {}).get("colorbar")
     if colorbar is not None:
         colorbar["tickfont"] = {"size": size}
+        colorbar["ticklabeloverflow"] = NO_OVERFLOW_CHECK
         colorbar["title"] = {"font": {"size": size}} | colorbar.get("title", {})
     layout["legend"] = {"font": {"size": size}} | layout.get("legend", {})
 

@@ -1,0 +1,215 @@
+"""Where the browser's time goes in one slider move: Chrome's performance trace, summed by kind and by script.
+
+One Streamlit server and headless Chromium. A new visitor opens the explorer (warm server), then Chrome traces one
+``ArrowRight`` on the num_tokens slider until the page has been quiet for a while (bench/browser_timing.py's
+criterion). From the trace, on the page's main thread:
+
+* by kind: scripting (V8 function calls, compiles, GC), style recalcs, layout, paint and compositing, the rest;
+* by script: the V8 CPU profiler's samples, self time summed by the script each sampled function lives in
+  (Streamlit's PlotlyChart chunk holds plotly.js itself; index.*.js is Streamlit's React app);
+* by function: the heaviest functions by self time, with their script;
+* the charts: how many of the ``.js-plotly-plot`` elements survived the move (a chart updated keeps its element, a
+  chart remounted gets a new one), how many elements faded stale, and the layouts plotly.js ended up with.
+
+    python bench/browser_trace.py [--case 0|1] [--save trace.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import sys
+from pathlib import Path
+from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from browser_timing import CASES, TIMEOUT_S, VIEWPORT, WATCH_JS, _drawn  # noqa: E402
+
+from harness import chromium  # noqa: E402
+from harness.server import StreamlitServer  # noqa: E402
+
+CATEGORIES = [
+    "devtools.timeline",
+    "disabled-by-default-devtools.timeline",
+    "v8.execute",
+    "v8",
+    "blink",
+    "blink.user_timing",
+    "disabled-by-default-v8.cpu_profiler",
+]
+KINDS = {
+    "scripting": {
+        "FunctionCall",
+        "EvaluateScript",
+        "v8.compile",
+        "v8.compileModule",
+        "TimerFire",
+        "EventDispatch",
+        "FireAnimationFrame",
+        "RunMicrotasks",
+        "V8.GC_SCAVENGER",
+        "MajorGC",
+        "MinorGC",
+        "v8.run",
+        "V8.Execute",
+        "ParseHTML",
+        "XHRReadyStateChange",
+        "v8.evaluateModule",
+        "FireIdleCallback",
+    },
+    "style recalc": {"UpdateLayoutTree", "RecalculateStyles", "ParseAuthorStyleSheet"},
+    "layout": {"Layout", "UpdateLayerTree", "HitTest", "ScheduleStyleRecalculation"},
+    "paint + composite": {
+        "Paint",
+        "PaintImage",
+        "CompositeLayers",
+        "Layerize",
+        "PrePaint",
+        "Commit",
+        "RasterTask",
+        "UpdateLayer",
+        "PaintSetup",
+        "Decode Image",
+        "ImageDecodeTask",
+    },
+}
+# Before the move: every chart's element marked; after, the marks left say which charts kept their element.
+MARK_JS = "() => document.querySelectorAll('.js-plotly-plot').forEach(gd => gd.__beforeMove = true)"
+CHARTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
+  kept: gd.__beforeMove === true, autosize: gd.layout.autosize, width: gd.layout.width, height: gd.layout.height,
+  traces: gd.data.length, types: [...new Set(gd.data.map(t => t.type))].join('+'),
+  texts: gd.querySelectorAll('text').length, nodes: gd.querySelectorAll('*').length}))"""
+STALE_JS = """() => { window.__staleSeen = new Set(); new MutationObserver(rs => rs.forEach(r => {
+  if (r.attributeName === 'data-stale' && r.target.getAttribute('data-stale') === 'true')
+    window.__staleSeen.add(r.target);
+})).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-stale']}); }"""
+
+
+def main_thread(events: list[dict]) -> tuple[int, int]:
+    """(pid, tid) of the app page's renderer main thread: the CrRendererMain thread with the most events."""
+    names = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"
+    }
+    counts = collections.Counter((e["pid"], e["tid"]) for e in events if (e["pid"], e["tid"]) in names)
+    return counts.most_common(1)[0][0]
+
+
+def by_kind(events: list[dict], thread: tuple[int, int]) -> dict[str, float]:
+    """Milliseconds per kind: the outermost complete events of each kind on the thread (nested ones not twice)."""
+    spans = sorted(
+        (e["ts"], e["ts"] + e.get("dur", 0), e["name"])
+        for e in events
+        if (e["pid"], e["tid"]) == thread and e.get("ph") == "X" and e.get("dur")
+    )
+    totals: dict[str, float] = collections.defaultdict(float)
+    open_until = {kind: 0 for kind in KINDS}
+    busy_until, busy = 0, 0.0
+    for begin, end, name in spans:
+        for kind, members in KINDS.items():
+            if name in members and begin >= open_until[kind]:
+                totals[kind] += (end - begin) / 1000
+                open_until[kind] = end
+        if name in ("RunTask", "ThreadControllerImpl::RunTask") and begin >= busy_until:
+            busy += (end - begin) / 1000
+            busy_until = end
+    totals["main thread busy (tasks)"] = busy
+    return dict(totals)
+
+
+def profile_self_times(events: list[dict], thread: tuple[int, int]) -> tuple[dict, dict]:
+    """Self time (ms) by script and by (function, script), from the CPU profiler's samples on the thread."""
+    nodes: dict[int, dict] = {}
+    by_script: dict[str, float] = collections.defaultdict(float)
+    by_function: dict[tuple[str, str], float] = collections.defaultdict(float)
+    pid = thread[0]
+    for event in events:
+        if event.get("name") != "ProfileChunk" or event["pid"] != pid:
+            continue
+        data = event["args"]["data"]
+        profile = data.get("cpuProfile", {})
+        for node in profile.get("nodes", []):
+            nodes[node["id"]] = node["callFrame"]
+        for node_id, delta in zip(profile.get("samples", []), data.get("timeDeltas", []), strict=False):
+            frame = nodes.get(node_id, {})
+            script = (frame.get("url") or f"({frame.get('functionName') or 'program'})").rsplit("/", 1)[-1]
+            by_script[script] += delta / 1000
+            by_function[(frame.get("functionName") or "(anonymous)", script)] += delta / 1000
+    return dict(by_script), dict(by_function)
+
+
+def trace_move(browser, url: str, query: dict[str, str], save: Path | None) -> None:
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script(WATCH_JS)
+    page = context.new_page()
+    tokens, heads = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2))
+    page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
+    _drawn(page, f"(2, {heads}, {tokens}, {tokens})")
+    page.evaluate(MARK_JS)
+    page.evaluate(STALE_JS)
+    slider = page.locator("[data-testid='stSlider']").filter(has_text="num_tokens").locator("input")
+    slider.focus()
+    browser.start_tracing(page=page, categories=CATEGORIES)
+    begin = page.evaluate("() => performance.now()")
+    page.keyboard.press("ArrowRight")
+    _drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})")
+    move = (page.evaluate("() => window.__lastChange") - begin) / 1000
+    raw = browser.stop_tracing()
+    charts = page.evaluate(CHARTS_JS)
+    stale = page.evaluate("() => window.__staleSeen.size")
+    context.close()
+    if save:
+        save.write_bytes(raw)
+    report(json.loads(raw)["traceEvents"], move, charts, stale)
+
+
+def report(events: list[dict], move: float, charts: list[dict], stale: int) -> None:
+    thread = main_thread(events)
+    print(f"slider move → quiet: {move:.2f} s (traced, so slower than untraced)")
+    print("\nmain thread, by kind (ms):")
+    for kind, ms in sorted(by_kind(events, thread).items(), key=lambda item: -item[1]):
+        print(f"  {kind:28s} {ms:8.0f}")
+    scripts, functions = profile_self_times(events, thread)
+    print("\nJS self time by script (CPU profiler samples, ms):")
+    for script, ms in sorted(scripts.items(), key=lambda item: -item[1])[:12]:
+        print(f"  {script[:60]:60s} {ms:8.0f}")
+    print("\nheaviest functions by self time (ms):")
+    for (name, script), ms in sorted(functions.items(), key=lambda item: -item[1])[:25]:
+        print(f"  {name[:40]:40s} {script[:40]:40s} {ms:7.0f}")
+    kept = sum(chart["kept"] for chart in charts)
+    print(f"\ncharts: {len(charts)}, kept their element across the move: {kept} (the rest were remounted)")
+    print(f"element containers that went stale (faded) during the move: {stale}")
+    for chart in charts:
+        print(f"  {chart}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", choices=[str(i) for i in range(len(CASES))], default="0")
+    parser.add_argument("--save", type=Path)
+    parser.add_argument("--url", help="a running server's URL (else one is started and warmed)")
+    parser.add_argument("--seed", default="8001")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    name, query = list(CASES.items())[int(args.case)]
+    print(f"case: {name}")
+    with sync_playwright() as playwright, contextlib.ExitStack() as stack:
+        url = args.url or stack.enter_context(StreamlitServer()).url
+        browser = chromium.launch(playwright)
+        if not args.url:
+            page = browser.new_page()
+            page.goto(f"{url}/?seed=1", timeout=TIMEOUT_S * 1000)  # the server's first visitor: warm-up
+            chromium.wait_for_charts(page, TIMEOUT_S)
+            page.close()
+        trace_move(browser, url, {**query, "seed": args.seed}, args.save)
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

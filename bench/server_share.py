@@ -1,0 +1,87 @@
+"""The server's share of one explorer rerun on a cache miss, by part, at 8 heads × 512 tokens (issue 20).
+
+The page runs under AppTest; every cache is emptied before each rerun (a new student's settings). The parts are
+timed in place, around the functions that do them, in the script thread:
+
+* forward: ``runs.run_explorer`` (the traced module run);
+* figures: ``attention_explorer.build_view`` (every panel built), of which downsampling (``_block_reduce``)
+  and plotly's figure objects (``style.to_figure``) are shown on their own;
+* serialising: ``st.plotly_chart`` (plotly's ``to_dict`` and ``to_json``, Streamlit's id hash, the protobuf);
+* the whole page body (``boundary.run_page``).
+
+    python bench/server_share.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import rerun_cost  # noqa: E402  (sets up the path and times boundary.run_page)
+import streamlit as st  # noqa: E402
+
+from explorer.glue import byte_cache  # noqa: E402
+from explorer.views import attention_explorer  # noqa: E402
+from explorer.views.figures import heatmap_traces, style  # noqa: E402
+from mha_core import runs  # noqa: E402
+
+QUERY = {"num_heads": "8", "num_tokens": "512", "context_length": "1024", "input": "random"}
+SECONDS: dict[str, float] = collections.defaultdict(float)
+
+
+def timed(owner, name: str, part: str) -> None:
+    """Wrap ``owner.name`` so that its time adds to ``SECONDS[part]`` (outermost calls only)."""
+    inner = getattr(owner, name)
+    depth = [0]
+
+    @functools.wraps(inner)
+    def wrapper(*args, **kwargs):
+        depth[0] += 1
+        start = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+            if depth[0] == 0:
+                SECONDS[part] += time.perf_counter() - start
+
+    setattr(owner, name, wrapper)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    rerun_cost._quiet_logs()
+    timed(runs, "run_explorer", "forward")
+    timed(attention_explorer, "build_view", "figures")
+    timed(heatmap_traces, "_block_reduce", "of which downsampling")
+    timed(style, "to_figure", "of which plotly figure objects")
+    timed(st, "plotly_chart", "serialising (st.plotly_chart)")
+    at = rerun_cost._open("app.py", QUERY)
+    rows: dict[str, list[float]] = collections.defaultdict(list)
+    for _ in range(args.repeats):
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        byte_cache.clear_all()
+        SECONDS.clear()
+        rows["page body (boundary.run_page)"].append(rerun_cost._rerun_seconds(at))
+        for part in ("forward", "figures", "of which downsampling", "of which plotly figure objects"):
+            rows[part].append(SECONDS[part])
+        rows["serialising (st.plotly_chart)"].append(SECONDS["serialising (st.plotly_chart)"])
+    print(f"| 8 heads × 512 tokens, cache miss, median of {args.repeats} | ms |")
+    print("|---|---:|")
+    for part, values in rows.items():
+        print(f"| {part} | {statistics.median(values) * 1e3:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Figures that fill their frame, read from the rendered SVG (issue 21, must-hold 3, 4 and 6): presenter mode's main
+heatmap grows with the stage at 1280 × 720 and 1920 × 1080 with no tick label outside its figure; on a 390 × 844 phone
+each head is at least about 150 px and Step through's figure comes before the listing; the head view at 16 heads ×
+256 tokens labels its tokens and its lines span the frame.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.chromium import wait_for_charts
+
+from .helpers import assert_no_exception, screenshot
+
+pytestmark = pytest.mark.browser
+
+PHONE_AGENT = (  # iPhone 13's, as Playwright's device list gives it: the app stacks heads for a phone's agent
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 15_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/15.0 Mobile/15E148 Safari/604.1"
+)
+
+# The first chart's heatmap panels (plotly draws each as an <image>), its head titles, and every tick label that
+# sits outside its figure's svg.
+MAIN_HEATMAP_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const svg = chart.querySelector(".main-svg").getBoundingClientRect();
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width, height: r.height}; };
+  const cut = [...chart.querySelectorAll(".xtick text, .ytick text")].map(t => [t.textContent, box(t)])
+    .filter(([, b]) => b.width && (b.left < svg.left - 1 || b.right > svg.right + 1 || b.top < svg.top - 1
+                                   || b.bottom > svg.bottom + 1)).map(([text]) => text);
+  const titles = [...chart.querySelectorAll(".annotation-text")].filter(t => t.textContent.startsWith("head "));
+  return {images: [...chart.querySelectorAll(".hm image")].map(box), titles: titles.map(box), cut,
+          ticks: [...chart.querySelectorAll(".xaxislayer-above")][0]?.querySelectorAll(".xtick text").length ?? 0};
+}
+"""
+
+
+def open_page(page, url: str) -> None:
+    page.goto(url)
+    wait_for_charts(page, 240)
+    page.wait_for_timeout(1500)  # plotly's relayout after the page settles
+    assert_no_exception(page)
+
+
+@pytest.mark.parametrize(("size", "least_cell"), [((1280, 720), 34), ((1920, 1080), 64)], ids=["1280x720", "1920x1080"])
+def test_presenter_main_heatmap_grows_with_the_stage_and_cuts_no_tick_label(browser, app_url, size, least_cell):
+    """Before: 2 heads of 155 px (26 px cells) in a 614 × 490 chart at 720p; 56 px cells and a 190 px gap between
+    the head titles and their grids at 1080p."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        open_page(page, f"{app_url}/?presenter=true")
+        found = page.evaluate(MAIN_HEATMAP_JS)
+        screenshot(page, f"layout_presenter_{size[0]}x{size[1]}")
+        assert len(found["images"]) == 2 and found["ticks"] == 6, found
+        cells = [image["width"] / 6 for image in found["images"]]
+        assert min(cells) >= least_cell, f"cells {cells} px at {size}: the heads do not fill the stage"
+        assert not found["cut"], f"tick labels outside the figure: {found['cut']}"
+        for title, image in zip(found["titles"], found["images"], strict=True):
+            assert 0 <= image["top"] - title["bottom"] <= 24, (title, image)  # each title sits on its grid
+    finally:
+        context.close()
+
+
+def test_a_phone_stacks_heads_at_least_150_px_wide_and_puts_the_step_before_the_listing(browser, app_url):
+    """Before: the Explorer's heads side by side at 76-90 px; Step through's listing (3,000 px) first."""
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, device_scale_factor=1, user_agent=PHONE_AGENT, is_mobile=True
+    )
+    page = context.new_page()
+    try:
+        open_page(page, app_url)
+        widths = page.evaluate(
+            "() => [...document.querySelectorAll(\"[data-testid='stMain'] .js-plotly-plot\")]"
+            "  .filter(c => c.querySelectorAll('.hm image').length > 1)"
+            "  .flatMap(c => [...c.querySelectorAll('.hm image')].map(i => i.getBoundingClientRect().width))"
+        )
+        screenshot(page, "layout_phone_explorer")
+        assert widths and min(widths) >= 140, f"heads {widths} px wide on a phone"
+        open_page(page, f"{app_url}/Step_through?step=7")
+        tops = page.evaluate(
+            "() => ({figure: document.querySelector(\"[data-testid='stMain'] .js-plotly-plot\")"
+            "  .getBoundingClientRect().top, listing: document.querySelector('.st-key-step_listing')"
+            "  .getBoundingClientRect().top})"
+        )
+        screenshot(page, "layout_phone_step_through", max_height=8000)
+        assert tops["figure"] < tops["listing"], f"the listing comes first: {tops}"
+    finally:
+        context.close()
+
+
+HEAD_VIEW_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const svg = chart.querySelector(".main-svg").getBoundingClientRect();
+  const lines = [...chart.querySelectorAll(".scatterlayer path.js-line")].map(l => l.getBoundingClientRect())
+    .filter(b => b.height > 0);
+  return {labels: [...chart.querySelectorAll(".scatterlayer .textpoint text")].map(t => t.textContent),
+          height: svg.height, top: Math.min(...lines.map(b => b.top)) - svg.top,
+          bottom: Math.max(...lines.map(b => b.bottom)) - svg.top};
+}
+"""
+
+
+def test_the_head_view_at_16_heads_and_256_tokens_labels_a_window_and_fills_its_frame(browser, app_url):
+    """Before: no token labels, and the lines in the top fifth of the frame (153-322 px of 900)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1200}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        open_page(page, f"{app_url}/Follow_a_token?num_heads=16&d_out=64&num_tokens=256&context_length=256")
+        found = page.evaluate(HEAD_VIEW_JS)
+        screenshot(page, "layout_head_view_16x256")
+        assert len(found["labels"]) >= 2 * 24 and "journey (1)" in found["labels"], found["labels"][:8]
+        span = (found["bottom"] - found["top"]) / found["height"]
+        assert span >= 0.7, f"lines span {found['top']:.0f}-{found['bottom']:.0f} of {found['height']:.0f} px"
+    finally:
+        context.close()
