@@ -94,14 +94,28 @@ def show_table(
     """A small table: st.dataframe, or in presenter mode an HTML table (st.table) that the presenter CSS enlarges.
 
     st.dataframe draws its cells on a canvas at the theme's size, which no CSS can grow. ``formats``: printf formats
-    by column name (the dataframe's NumberColumn formats; in presenter mode the cells are formatted as text).
+    by column name (the dataframe's NumberColumn formats; in presenter mode the cells are formatted as text). A table
+    of more than CANVAS_MOST_COLUMNS columns is HTML in normal mode too: its headers wrap, so every column shows (on
+    a canvas at 1280 × 800 the Cost table hid its columns after "traced (ms)", the held-out table position 15).
     """
     formats = formats or {}
-    if not presenter:
+    if not presenter and _columns(data) <= CANVAS_MOST_COLUMNS:
         config = {name: st.column_config.NumberColumn(format=fmt) for name, fmt in formats.items()}
         st.dataframe(data, hide_index=hide_index, width=width, key=key, column_config=config)
         return
     st.table(formatted_cells(data, formats), hide_index=hide_index)
+
+
+CANVAS_MOST_COLUMNS = 8  # a canvas table of more columns scrolls some out of view at 1280 × 800
+
+
+def _columns(data) -> int:
+    """How many columns a table shows: a DataFrame's, a dict's keys, or the first row dict's (plus a shown index)."""
+    if isinstance(data, dict):
+        return len(data)
+    if isinstance(data, list):
+        return len(data[0]) if data else 0
+    return len(data.columns)
 
 
 def formatted_cells(data, formats: dict[str, str]):
