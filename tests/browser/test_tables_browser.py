@@ -1,7 +1,7 @@
-"""Every column of a page's tables shows at 1280 × 800 (issue 21, minor items): st.dataframe and st.data_editor
-draw on a canvas that scrolls sideways, so a column past its box is hidden until someone scrolls. Before: the masks
-editor lost its 6th column (Masks and cross-attention, custom mask), the Cost table its columns after "traced (ms)",
-the held-out table position 15 (Trained heads).
+"""Every column of a page's tables shows at 1280 × 800 (issue 21, minor items): st.dataframe draws on a canvas and a
+code box scrolls sideways, so a column past its box is hidden until someone scrolls. Before: the printed mask lost
+its 6th column (Masks and cross-attention: torch's print of a 4 × 6 mask in half the page), the Cost table its
+columns after "traced (ms)", the held-out table position 15 (Trained heads).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from .test_presenter_browser import open_page, press_for_results
 
 pytestmark = pytest.mark.browser
 
-# Each table's scroller (a canvas table's, or any box inside an HTML table that scrolls): content wider than its
-# box means columns hidden past the right edge.
+# Each table's scroller (a canvas table's, a box inside an HTML table that scrolls, a printed tensor's code box):
+# content wider than its box means columns hidden past the right edge.
 HIDDEN_COLUMNS_JS = """
 () => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame'], "
-                                   + "[data-testid='stMain'] [data-testid='stTable']")].map(frame => {
+                                   + "[data-testid='stMain'] [data-testid='stTable'], "
+                                   + "[data-testid='stMain'] [data-testid='stCode'] pre")].map(frame => {
   const scroller = frame.querySelector(".dvn-scroller") ?? [frame, ...frame.querySelectorAll("*")]
     .find(el => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible") ?? frame;
   const box = frame.getBoundingClientRect();
@@ -28,7 +29,7 @@ HIDDEN_COLUMNS_JS = """
 """
 
 PAGES = [
-    ("masks", "Masks_and_cross_attention", "mask=custom"),
+    ("masks", "Masks_and_cross_attention", "mask=causal"),
     ("cost", "Cost", "max_tokens=128"),
     ("trained", "Trained_heads", "steps=10"),
 ]
