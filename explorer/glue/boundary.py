@@ -34,8 +34,12 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
         st.markdown(f"**{panel.title}**")
     if stage:
         st.html(STAGE_CSS)  # a constant: nothing from the user
+        figure, staged = panel.figure, figures.stage_cell_text(panel.figure)
+        if staged is not None:  # cell values, shown once the stage's drawn cells hold them
+            figure = staged[0]
+            st.html(STAGE_TEXT_CSS.format(key=f"stage_{panel.key}", width=staged[1], height=staged[2]))
         with st.container(key=f"stage_{panel.key}"):
-            plot(st, panel.figure, key=f"chart_{panel.key}", height="stretch")
+            plot(st, figure, key=f"chart_{panel.key}", height="stretch")
     else:
         plot(st, panel.figure, key=f"chart_{panel.key}")
     if not bare:
@@ -47,6 +51,15 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
 STAGE_CSS = (
     "<style>.block-container, [data-testid='stMainBlockContainer'] "
     "{ padding-left: 1.5rem !important; padding-right: 1.5rem !important; }</style>"
+)
+
+
+# A stage's cell values (figures.stage_cell_text), hidden until the stage is as large as their cells need: the view
+# does not know the screen, the stage's size (a CSS container) does. Numbers only, from the figure.
+STAGE_TEXT_CSS = (
+    "<style>.st-key-{key} {{ container: stage / size; }} .st-key-{key} g.heatmap-label {{ display: none; }} "
+    "@container stage (min-width: {width}px) and (min-height: {height}px) "
+    "{{ .st-key-{key} g.heatmap-label {{ display: inline; }} }}</style>"
 )
 
 
