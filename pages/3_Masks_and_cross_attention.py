@@ -138,14 +138,25 @@ def show_conventions(view, src_len: int) -> None:
         st.caption(f"Too wide to print ({src_len} keys); the heatmap shows it.")
 
 
+SIDE_CODE_MOST_CHARS = 38  # fits half the page at 1280 × 800: 378 px, 8.4 px a character and 40 px of padding
+
+
+def _printed_width(view) -> int:
+    """The longest line of the masks as torch prints them."""
+    return max((len(line) for text in (view.ours_text, view.blocked_text) for line in text.splitlines()), default=0)
+
+
 def show_panels(view, src_len: int) -> None:
     panels = {panel.key: panel for panel in view.panels}
-    if "mask" in panels:
+    if "mask" in panels and _printed_width(view) <= SIDE_CODE_MOST_CHARS:
         mask_col, conventions_col = st.columns(2, gap="large")
         with mask_col:
             boundary.show_figure(panels["mask"])
         with conventions_col:  # one mask, two conventions
             show_conventions(view, src_len)
+    elif "mask" in panels:  # a wider print gets the page's width: beside the figure it hid its 6th column
+        boundary.show_figure(panels["mask"])
+        show_conventions(view, src_len)
     boundary.show_figure(panels["weights"])
     output_col, _ = st.columns(2)
     with output_col:

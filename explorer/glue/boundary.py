@@ -34,8 +34,12 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
         st.markdown(f"**{panel.title}**")
     if stage:
         st.html(STAGE_CSS)  # a constant: nothing from the user
+        figure, staged = panel.figure, figures.stage_cell_text(panel.figure)
+        if staged is not None:  # cell values, shown once the stage's drawn cells hold them
+            figure = staged[0]
+            st.html(STAGE_TEXT_CSS.format(key=f"stage_{panel.key}", width=staged[1], height=staged[2]))
         with st.container(key=f"stage_{panel.key}"):
-            plot(st, panel.figure, key=f"chart_{panel.key}", height="stretch")
+            plot(st, figure, key=f"chart_{panel.key}", height="stretch")
     else:
         plot(st, panel.figure, key=f"chart_{panel.key}")
     if not bare:
@@ -47,6 +51,15 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
 STAGE_CSS = (
     "<style>.block-container, [data-testid='stMainBlockContainer'] "
     "{ padding-left: 1.5rem !important; padding-right: 1.5rem !important; }</style>"
+)
+
+
+# A stage's cell values (figures.stage_cell_text), hidden until the stage is as large as their cells need: the view
+# does not know the screen, the stage's size (a CSS container) does. Numbers only, from the figure.
+STAGE_TEXT_CSS = (
+    "<style>.st-key-{key} {{ container: stage / size; }} .st-key-{key} g.heatmap-label {{ display: none; }} "
+    "@container stage (min-width: {width}px) and (min-height: {height}px) "
+    "{{ .st-key-{key} g.heatmap-label {{ display: inline; }} }}</style>"
 )
 
 
@@ -94,14 +107,28 @@ def show_table(
     """A small table: st.dataframe, or in presenter mode an HTML table (st.table) that the presenter CSS enlarges.
 
     st.dataframe draws its cells on a canvas at the theme's size, which no CSS can grow. ``formats``: printf formats
-    by column name (the dataframe's NumberColumn formats; in presenter mode the cells are formatted as text).
+    by column name (the dataframe's NumberColumn formats; in presenter mode the cells are formatted as text). A table
+    of more than CANVAS_MOST_COLUMNS columns is HTML in normal mode too: its headers wrap, so every column shows (on
+    a canvas at 1280 × 800 the Cost table hid its columns after "traced (ms)", the held-out table position 15).
     """
     formats = formats or {}
-    if not presenter:
+    if not presenter and _columns(data) <= CANVAS_MOST_COLUMNS:
         config = {name: st.column_config.NumberColumn(format=fmt) for name, fmt in formats.items()}
         st.dataframe(data, hide_index=hide_index, width=width, key=key, column_config=config)
         return
     st.table(formatted_cells(data, formats), hide_index=hide_index)
+
+
+CANVAS_MOST_COLUMNS = 8  # a canvas table of more columns scrolls some out of view at 1280 × 800
+
+
+def _columns(data) -> int:
+    """How many columns a table shows: a DataFrame's, a dict's keys, or the first row dict's (plus a shown index)."""
+    if isinstance(data, dict):
+        return len(data)
+    if isinstance(data, list):
+        return len(data[0]) if data else 0
+    return len(data.columns)
 
 
 def formatted_cells(data, formats: dict[str, str]):

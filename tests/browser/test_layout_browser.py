@@ -31,7 +31,11 @@ MAIN_HEATMAP_JS = """
     .filter(([, b]) => b.width && (b.left < svg.left - 1 || b.right > svg.right + 1 || b.top < svg.top - 1
                                    || b.bottom > svg.bottom + 1)).map(([text]) => text);
   const titles = [...chart.querySelectorAll(".annotation-text")].filter(t => t.textContent.startsWith("head "));
-  return {images: [...chart.querySelectorAll(".hm image")].map(box), titles: titles.map(box), cut,
+  const values = [...chart.querySelectorAll("g.heatmap-label text")].filter(t => t.getBoundingClientRect().width)
+    .map(box);
+  const stage = chart.closest("[class*='st-key-stage_']")?.getBoundingClientRect();
+  return {images: [...chart.querySelectorAll(".hm image")].map(box), titles: titles.map(box), cut, values,
+          stage: stage && [stage.width, stage.height],
           ticks: [...chart.querySelectorAll(".xaxislayer-above")][0]?.querySelectorAll(".xtick text").length ?? 0};
 }
 """
@@ -44,10 +48,17 @@ def open_page(page, url: str) -> None:
     assert_no_exception(page)
 
 
-@pytest.mark.parametrize(("size", "least_cell"), [((1280, 720), 34), ((1920, 1080), 64)], ids=["1280x720", "1920x1080"])
-def test_presenter_main_heatmap_grows_with_the_stage_and_cuts_no_tick_label(browser, app_url, size, least_cell):
+@pytest.mark.parametrize(
+    ("size", "least_cell", "printed"),
+    [((1280, 720), 34, False), ((1920, 1080), 64, True)],
+    ids=["1280x720", "1920x1080"],
+)
+def test_presenter_main_heatmap_grows_with_the_stage_and_cuts_no_tick_label(
+    browser, app_url, size, least_cell, printed
+):
     """Before: 2 heads of 155 px (26 px cells) in a 614 × 490 chart at 720p; 56 px cells and a 190 px gap between
-    the head titles and their grids at 1080p."""
+    the head titles and their grids at 1080p, where the 73 px cells stayed blank (the plan gave 50 px). Cell values
+    print wherever the drawn cell holds them, and never spill out of it."""
     context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
     page = context.new_page()
     try:
@@ -58,6 +69,10 @@ def test_presenter_main_heatmap_grows_with_the_stage_and_cuts_no_tick_label(brow
         cells = [image["width"] / 6 for image in found["images"]]
         assert min(cells) >= least_cell, f"cells {cells} px at {size}: the heads do not fill the stage"
         assert not found["cut"], f"tick labels outside the figure: {found['cut']}"
+        spill = [v for v in found["values"] if v["width"] > min(cells) or v["height"] > min(cells)]
+        assert not spill, f"cell values wider than their {min(cells):.0f} px cells: {spill[:3]}"
+        if printed:  # 2 heads of 6 × 6
+            assert len(found["values"]) == 72, f"{len(found['values'])} cell values in {cells} px cells, {found}"
         for title, image in zip(found["titles"], found["images"], strict=True):
             assert 0 <= image["top"] - title["bottom"] <= 24, (title, image)  # each title sits on its grid
     finally:

@@ -102,7 +102,7 @@ def test_train_button_learns_previous_token_and_shows_each_head(train_calls):
     titles = [fig["layout"]["title"]["text"] for fig in _figures(at)]
     assert "Layer 0: attention weights, head by head" in titles
     assert any(title.startswith("Head scores: mean weight on the previous token") for title in titles)
-    table = at.dataframe[0].value  # (5, T): token, expected key, target, prediction, correct
+    table = at.table[0].value  # HTML, every position shown; (5, T): token, expected key, target, prediction, correct
     assert list(table.index) == ["token", "expected key", "target", "prediction", "correct"]
     assert table.loc["target"].tolist()[1:] == table.loc["token"].tolist()[:-1]  # the previous token
     assert (table.loc["correct"].tolist()[1:]).count("✓") >= 14

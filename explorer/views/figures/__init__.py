@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from .diagrams import RESHAPE_STAGES, reshape_figure
 from .downsample import weights_top
-from .heatmap_layout import FULL_FIGURE_PX, one_column
+from .heatmap_layout import FULL_FIGURE_PX, one_column, stage_cell_text
 from .heatmaps import heads_heatmap, matrix_heatmap
 from .lines import bar_chart, line_chart
 from .style import (
@@ -74,6 +74,7 @@ __all__ = [
     "MAX_TICKS",
     "FULL_FIGURE_PX",
     "one_column",
+    "stage_cell_text",
     "GRID_COLOR",
     "NAN_COLOR",
     "NARROW_FIGURE_PX",

@@ -164,10 +164,42 @@ def y_tick_count(size: PanelSize, presenter: bool) -> int:
     return tick_count(size.height, 1.2 * _font(presenter) - 8)
 
 
+def cell_text_px(widest: str, presenter: bool) -> tuple[float, float]:
+    """(width, height): the least cell that holds a value printed as ``widest`` (its longest text)."""
+    font = _font(presenter, 0.85)
+    return len(widest) * DIGIT_WIDTH * font + 6, 1.3 * font
+
+
 def cell_text_fits(size: PanelSize, widest: str, presenter: bool) -> bool:
     """Whether a value printed as ``widest`` (its longest text) fits inside one cell."""
-    font = _font(presenter, 0.85)
-    return size.cell_width >= len(widest) * DIGIT_WIDTH * font + 6 and size.cell_height >= 1.3 * font
+    width, height = cell_text_px(widest, presenter)
+    return size.cell_width >= width and size.cell_height >= height
+
+
+def stage_cell_text(figure) -> tuple[object, int, int] | None:
+    """(a copy printing its cell values, least stage width, least stage height): the stage's drawn cells hold them.
+
+    Presenter mode's main figure is stretched to its stage (the viewport less 230 px), so its cells are drawn larger
+    than planned: 73 px at 1920 × 1080 stayed blank because the plan gave 50. Square cells are drawn as large as the
+    stage's plot area allows on both axes, so the text fits from a stage of l + r + need × j / x-domain wide and
+    t + b + need × i / y-domain tall (margins in px). None when the figure left no cell text for the stage.
+    """
+    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
+    text = meta.get("stage_text")
+    if not text:
+        return None
+    spec = figure.to_dict()  # a deep copy: the figure given may be a cached one shared by every session
+    layout, (need_w, need_h) = spec["layout"], text["need_px"]
+    margin = layout.get("margin", {})
+    x_domain, y_domain = layout["xaxis"]["domain"], layout["yaxis"]["domain"]
+    if "scaleanchor" in layout["yaxis"]:  # square cells: each side is the smaller of the two the stage allows
+        need_w = need_h = max(need_w, need_h)
+    min_w = margin.get("l", 80) + margin.get("r", 80) + need_w * text["cols"] / (x_domain[1] - x_domain[0])
+    min_h = margin.get("t", 100) + margin.get("b", 80) + need_h * text["rows"] / (y_domain[1] - y_domain[0])
+    for trace in spec["data"]:
+        if (trace.get("meta") or {}).get("role") == "values":
+            trace |= {"texttemplate": text["template"], "textfont": {"size": text["font"]}}
+    return to_figure(spec), math.ceil(min_w), math.ceil(min_h)
 
 
 def subplot_grid(

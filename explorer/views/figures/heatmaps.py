@@ -15,6 +15,7 @@ from .heatmap_layout import (
     PanelSize,
     below_plot_px,
     cell_text_fits,
+    cell_text_px,
     labelled_grid,
     row_gap_px,
     side_px,
@@ -141,14 +142,21 @@ def _colour_bar(layout: dict, z, kind: str, scale, exact: bool, plot_px: float, 
     return bar_px
 
 
-def _look(kind: str, titles: tuple[str, str], hover, customdata, show_text: bool, presenter: bool) -> dict:
-    """What every head's traces share: axis titles, hover template and data, cell text, the masked cells' name."""
+def _look(kind: str, titles: tuple[str, str], hover, customdata, text: tuple[bool, bool], presenter: bool, noise):
+    """What every head's traces share: axis titles, hover template and data, cell text, the masked cells' name.
+
+    text: (the values may be printed, they fit the planned cells); a presenter figure whose planned cells are too
+    small leaves them to its stage. Float noise prints "6e-08", not "0.00"."""
+    printable, fits = text
     return {
+        "stage_text": presenter and printable and not fits,
+        "text_template": "%{z:.2f}" if noise is None else "%{z:.0e}",
         "row_title": titles[0],
         "col_title": titles[1],
         "hover": hover,
         "customdata": customdata,
-        "show_text": show_text,
+        "show_text": printable and fits,
+        "presenter": presenter,
         "text_font": {"size": _font(presenter, 0.85)},
         "masked_label": "causally masked" if kind == "keep" else "masked (−∞)",
     }
@@ -228,9 +236,8 @@ def _heatmap_figure(
     hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
     noise = rounding_noise(z, kind, zmin, zmax)
     widest = _widest_value(z) if noise is None else "-0e-00"
-    show_text = shown.exact and kind not in ("mask", "keep") and cell_text_fits(size, widest, presenter)
-    look = _look(kind, (row_title, col_title), hover, customdata, show_text, presenter)
-    look["text_template"] = "%{z:.2f}" if noise is None else "%{z:.0e}"  # float noise reads "6e-08", not "0.00"
+    text = (shown.exact and kind not in ("mask", "keep"), cell_text_fits(size, widest, presenter))
+    look = _look(kind, (row_title, col_title), hover, customdata, text, presenter, noise)
     gap = row_gap_px(presenter, bool(panel_names), ticks_px)
     plot_px = n_rows * size.height + (n_rows - 1) * gap
     v_space = gap / plot_px if n_rows > 1 else None
@@ -246,7 +253,7 @@ def _heatmap_figure(
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
         above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
-    return finish_figure(
+    figure = finish_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
@@ -255,6 +262,18 @@ def _heatmap_figure(
         below_px=max(below_plot_px(presenter, ticks_px), round(beside_px - plot_px)),
         above_plot_px=above_plot_px,
     )
+    return _leave_stage_text(figure, look, widest, (i, j))
+
+
+def _leave_stage_text(figure: go.Figure, look: dict, widest: str, cells: tuple[int, int]) -> go.Figure:
+    """What a presenter stage needs to print the cell values the planned size left out (layout.meta.stage_text,
+    read by heatmap_layout.stage_cell_text): a stage draws the cells larger than planned."""
+    if not look["stage_text"]:
+        return figure
+    need_px = list(cell_text_px(widest, look["presenter"]))
+    text = {"template": look["text_template"], "font": look["text_font"]["size"], "need_px": need_px}
+    figure.layout.meta = dict(figure.layout.meta) | {"stage_text": text | {"rows": cells[0], "cols": cells[1]}}
+    return figure
 
 
 def heads_heatmap(
