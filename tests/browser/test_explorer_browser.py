@@ -53,3 +53,56 @@ def test_bad_url_shows_notices_not_a_traceback(page, app_url):
     alerts = page.locator("[data-testid='stAlert']").all_inner_texts()
     assert any("seed=1e309 is not a whole number" in a for a in alerts), alerts
     assert page.locator("script:text('alert(1)')").count() == 0
+
+
+# Every chart as drawn: its distinct x tick labels and its number of x axes (one per head where heads sit side by
+# side), read from plotly's own DOM and layout, not from what the server sent.
+DRAWN_JS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].map(gd => ({
+  title: String(gd.layout.title?.text ?? gd.layout.title ?? ''),
+  labels: [...new Set([...gd.querySelectorAll('.xtick text')].map(t => t.textContent))].length,
+  axes: Object.keys(gd._fullLayout?._subplots?.xaxis ?? {}).length}))"""
+
+
+def wait_for_drawn(page, check: str, what: str, timeout: float = 90_000) -> list[dict]:
+    """Until every chart drawn satisfies ``check`` (a JS expression over one chart ``c``): a chart that kept its old
+    figure never does, and the test fails naming what it still shows."""
+    predicate = f"() => {{ const charts = ({DRAWN_JS})(); return charts.length >= 5 && charts.every(c => {check}); }}"
+    try:
+        page.wait_for_function(predicate, timeout=timeout, polling=250)
+    except Exception as error:  # Playwright's TimeoutError: say which charts are stale
+        raise AssertionError(f"{what}: the charts still show {page.evaluate(DRAWN_JS)}") from error
+    return page.evaluate(DRAWN_JS)
+
+
+def test_every_chart_draws_the_new_figure_after_a_slider_move_and_a_tab_switch(page, app_url):
+    """A chart must never keep its old figure. Streamlit's PlotlyChart reads its figure only when it mounts (and a
+    remount with the same element id restores the figure it stored): with ids that ignore the figure, 4 of 5 charts
+    kept showing 6 tokens and 2 heads after both moves (decisions.md, issue 20)."""
+    page.goto(f"{app_url}/?seed=5")
+    wait_for_app(page)
+    before = wait_for_drawn(page, "c.labels === 6", "6 tokens")
+    per_head = [chart["title"] for chart in before if chart["axes"] == 2]
+    assert len(per_head) >= 3, before  # scores, masked scores, weights: one panel per head
+
+    def move(label: str, shape: str) -> None:
+        page.locator("[data-testid='stSlider']").filter(has_text=label).locator("input").focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(
+            "s => document.querySelector(\"[data-testid='stMain']\").textContent.includes(s)", arg=shape
+        )
+        wait_for_app(page)
+        assert_no_exception(page)
+
+    move("num_tokens", "(2, 2, 7, 7)")
+    wait_for_drawn(page, "c.labels === 7", "num_tokens 6 → 7")
+    move("num_heads", "(2, 3, 7, 7)")
+    after = wait_for_drawn(page, "c.labels === 7 && c.axes !== 2", "num_heads 2 → 3")
+    assert sorted(c["title"] for c in after if c["axes"] == 3) == sorted(per_head), after
+
+    page.get_by_role("tab", name="Reshapes and output").click()
+    page.wait_for_function("t => !document.body.textContent.includes(t)", arg="masked_scores ·", timeout=60_000)
+    wait_for_app(page)
+    page.get_by_role("tab", name="Attention, head by head").click()
+    wait_for_app(page)
+    back = wait_for_drawn(page, "c.labels === 7 && c.axes !== 2", "back on the attention tab")
+    assert sorted(c["title"] for c in back if c["axes"] == 3) == sorted(per_head), back
