@@ -18,10 +18,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mha_core.modules import MultiHeadAttention  # noqa: E402
+from mha_core.modules import MultiHeadAttention, trace_forward  # noqa: E402
 from mha_core.profiling import median_seconds  # noqa: E402
 from mha_core.reference import sdpa_forward, to_torch_mha  # noqa: E402
-from mha_core.trace import trace_forward  # noqa: E402
 
 
 def variants(module: MultiHeadAttention, x: torch.Tensor) -> dict:

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .modules import MultiHeadAttention
-from .trace import Trace
+from .modules import MultiHeadAttention, Trace
 
 
 @dataclass(frozen=True, kw_only=True)

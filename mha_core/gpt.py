@@ -19,8 +19,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .modules import MultiHeadAttention
-from .trace import Trace, trace_forward
+from .modules import MultiHeadAttention, Trace, trace_forward
 
 CONFIG_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate", "qkv_bias")
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .modules import MultiHeadAttention
-from .trace import trace_forward
+from .modules import MultiHeadAttention, trace_forward
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,13 +1,15 @@
-"""The two multi-head attention modules the app runs and shows.
+"""The two multi-head attention modules the app runs and shows, and the trace of their forward pass.
 
 * ``MultiHeadAttention``: causal self-attention, Listing 3.5 of "Build a Large Language
   Model (From Scratch)", section 3.6.2. Parameters are created in the book's order
   (W_query, W_key, W_value, out_proj), so ``torch.manual_seed(123)`` reproduces the book.
 * ``QKVMultiHeadAttention``: the continuiti library's general module: separate query,
   key and value inputs, a boolean mask (True = may attend) and a pluggable attention.
+* ``trace_forward(module, *inputs, **kwargs)``: every intermediate of one forward pass, by name (a ``Trace``).
 
-Both take ``recorder=`` in ``forward``; ``trace.trace_forward`` passes one to record every
-intermediate from this very code path. Outside tracing it is a no-op.
+Both modules take ``recorder=`` in ``forward`` and hand it each intermediate as they compute it, so the trace is
+this very code path, not a re-implementation: ``trace.output`` is bitwise ``module(*inputs)`` (in eval mode). Outside
+tracing the recorder is a no-op. The trace is returned, never stored on the module, so sessions can share a module.
 
 Axis letters: b batch, t/i query position, s/j key position, h heads, d head_dim.
 """
@@ -15,7 +17,13 @@ Axis letters: b batch, t/i query position, s/j key position, h heads, d head_dim
 from __future__ import annotations
 
 import inspect
+import linecache
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -185,3 +193,64 @@ def _accepted_keywords(attention) -> frozenset[str]:
         return optional
     named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return optional & named
+
+
+# --- the trace of one forward pass -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepInfo:
+    """What a step holds and where it was computed."""
+
+    description: str
+    source: str  # the line of the module's source that produced the tensor
+    filename: str
+    lineno: int
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trace:
+    """One forward pass: its output and every intermediate the module recorded, with where each was computed."""
+
+    output: torch.Tensor
+    steps: Mapping[str, torch.Tensor]  # step name -> tensor, in data-flow order
+    info: Mapping[str, StepInfo]
+
+    def numpy(self, name: str) -> np.ndarray:
+        """A step as a CPU numpy array (float32 for half-precision dtypes numpy lacks)."""
+        tensor = self.steps[name].detach()
+        if tensor.dtype in (torch.bfloat16, torch.float16):
+            tensor = tensor.float()
+        return tensor.cpu().numpy()
+
+    def to_npz_dict(self) -> dict[str, np.ndarray]:
+        """Every step under its own name, ready for ``np.savez``."""
+        return {name: self.numpy(name) for name in self.steps}
+
+
+class _Recorder:
+    def __init__(self):
+        self.steps: dict[str, torch.Tensor] = {}
+        self.info: dict[str, StepInfo] = {}
+
+    def __call__(self, name: str, tensor: torch.Tensor, description: str) -> torch.Tensor:
+        frame = sys._getframe(1)  # the line that computed `tensor` and passed it here
+        source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        self.steps[name] = tensor.detach()
+        self.info[name] = StepInfo(
+            description=description,
+            source=source,
+            filename=frame.f_code.co_filename,
+            lineno=frame.f_lineno,
+            shape=tuple(tensor.shape),
+        )
+        return tensor
+
+
+def trace_forward(module: torch.nn.Module, *inputs, **kwargs) -> Trace:
+    """Run ``module`` once and return its output with every intermediate, by name."""
+    recorder = _Recorder()
+    with torch.no_grad():
+        output = module(*inputs, recorder=recorder, **kwargs)
+    return Trace(output=output, steps=MappingProxyType(recorder.steps), info=MappingProxyType(recorder.info))

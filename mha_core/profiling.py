@@ -41,8 +41,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from . import devices, masks, runs
+from .modules import Trace, trace_forward
 from .reference import sdpa_forward, to_torch_mha
-from .trace import Trace, trace_forward
 
 VARIANTS: dict[str, str] = {
     "explicit": "MultiHeadAttention (Listing 3.5)",

@@ -21,8 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import masks
-from .modules import MultiHeadAttention
-from .trace import trace_forward
+from .modules import MultiHeadAttention, trace_forward
 
 
 def to_torch_mha(module: MultiHeadAttention) -> nn.MultiheadAttention:

@@ -14,9 +14,8 @@ import numpy as np
 import torch
 
 from . import devices, heads, inputs, masks
-from .modules import MultiHeadAttention
+from .modules import MultiHeadAttention, Trace, trace_forward
 from .rng import seeded
-from .trace import Trace, trace_forward
 
 INPUT_KINDS = ("book", "random", "text")
 

@@ -26,11 +26,10 @@ import torch
 
 from . import devices, masks, runs  # runs.run_trace looked up at call time: one place to patch or wrap
 from .attention import ExplicitAttention, FusedAttention
-from .modules import MultiHeadAttention, QKVMultiHeadAttention
+from .modules import MultiHeadAttention, QKVMultiHeadAttention, Trace, trace_forward
 from .reference import ReferenceReport, compare_with_torch
 from .rng import seeded
 from .runs import ModuleSpec
-from .trace import Trace, trace_forward
 
 # --- entropy of attention rows ---------------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ import torch
 
 from . import teaching
 from .attention import ExplicitAttention
+from .modules import Trace, trace_forward
 from .runs import run_trace
-from .trace import Trace, trace_forward
 
 SCALE_MULTIPLIERS = ("0.01", "0.1", "0.25", "0.5", "1", "2", "4", "8", "16", "32", "64", "128")
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .modules import MultiHeadAttention
-from .trace import trace_forward
+from .modules import MultiHeadAttention, trace_forward
 
 
 class TinyAttentionModel(nn.Module):

@@ -1,7 +1,7 @@
 """Follow one token: one query row of the traced forward pass, head by head, down to its printed output row.
 
-Every number shown is read from the trace (``mha_core.trace``): the query, the keys, the dot products, the scaled
-scores, the weights, the values, the context, the concatenation and the output. The only arithmetic done here is
+Every number shown is read from the trace (``mha_core.modules.Trace``): the query, the keys, the dot products, the
+scaled scores, the weights, the values, the context, the concatenation and the output. The only arithmetic done here is
 the display of terms the module summed: weight × value row, and out_proj split into one contribution per head
 (output = Σ_k context_k · W_out[:, block k]ᵀ + bias), whose sum is checked against the traced output.
 No streamlit.

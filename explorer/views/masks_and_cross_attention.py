@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from mha_core import masks, teaching
+from mha_core.modules import Trace
 from mha_core.teaching import MaskParams
-from mha_core.trace import Trace
 
 from . import figures
 from .figures.panel import Panel, head_names, index_labels, shape_text, to_numpy

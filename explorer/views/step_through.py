@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mha_core.modules import Trace
 from mha_core.teaching import ScaleDemo
-from mha_core.trace import Trace
 
 from . import figures
 from .figures.panel import Panel, caption, head_names, index_labels, shape_text

@@ -30,7 +30,7 @@ from mha_core.gpt2_download import (
     gpt2_cached,
     load_gpt2,
 )
-from mha_core.trace import trace_forward
+from mha_core.modules import trace_forward
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTENCES = ["Your journey starts with one step.", "Every effort moves you forward.", "The cat sat on the mat."] * 4

@@ -15,7 +15,7 @@ import torch
 import mha_core
 from mha_core import gpt_data, gpt_training, head_scores
 from mha_core.gpt import GPTModel, load_shipped_model, shipped_record
-from mha_core.trace import trace_forward
+from mha_core.modules import trace_forward
 
 TINY = {"vocab_size": 50, "context_length": 12, "emb_dim": 16, "n_heads": 4, "n_layers": 3, "drop_rate": 0.0}
 RETRAIN_STEPS = 20

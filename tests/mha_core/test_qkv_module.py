@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 
 from mha_core import masks
 from mha_core.attention import ExplicitAttention, FusedAttention
-from mha_core.modules import QKVMultiHeadAttention
-from mha_core.trace import trace_forward
+from mha_core.modules import QKVMultiHeadAttention, trace_forward
 
 IMPLEMENTATIONS = [ExplicitAttention, FusedAttention]
 

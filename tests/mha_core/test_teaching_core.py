@@ -17,10 +17,9 @@ from explorer.views import (
 from mha_core import masks, teaching, teaching_runs
 from mha_core.attention import ExplicitAttention
 from mha_core.listing import LISTING_LINES, STEP_LINES, statement_lines
-from mha_core.modules import MultiHeadAttention
+from mha_core.modules import MultiHeadAttention, trace_forward
 from mha_core.reference import compare_with_torch
 from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace
-from mha_core.trace import trace_forward
 
 # --- entropy -------------------------------------------------------------------------------------------------------
 

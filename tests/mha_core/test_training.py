@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from mha_core.modules import MultiHeadAttention
+from mha_core.modules import MultiHeadAttention, trace_forward
 from mha_core.tasks import NOT_SCORED, TASKS
 from mha_core.tiny_model import TinyAttentionModel
-from mha_core.trace import trace_forward
 from mha_core.training import explorer_module, load_model, make_config, train
 
 # task -> (minimum held-out accuracy, minimum best-head pattern score, layer that must hold that head)

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.glue import budget
 from explorer.views import cost
 from mha_core import profiling, runs
-from mha_core.trace import trace_forward
+from mha_core.modules import trace_forward
 
 from ..apptest_helpers import run_page
 

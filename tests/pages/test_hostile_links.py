@@ -376,8 +376,7 @@ def test_a_plain_continuiti_style_attention_plugs_in():
     """A callable taking only (query, key, value, attn_mask=None), called by keyword, gets no dropout_p or recorder."""
     import torch.nn.functional as F
 
-    from mha_core.modules import QKVMultiHeadAttention
-    from mha_core.trace import trace_forward
+    from mha_core.modules import QKVMultiHeadAttention, trace_forward
 
     calls = []
 

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import torch
 
 from mha_core.listing import listing_statement
-from mha_core.trace import Trace
+from mha_core.modules import Trace
 
 from .heatmaps import heads_heatmap
 
