@@ -1,14 +1,15 @@
 """Small computations the teaching pages need, on top of the modules and their traces. Torch only.
 
+The runs built on them (the knobs' runs, the entropy sweep, the references on any device) live in ``runs``, which
+imports this module; nothing here imports ``runs`` back.
+
 * ``row_entropy``: how spread out each row of attention weights is (0 = one-hot, log n = uniform over n keys).
-* ``entropy_sweep``: the module's mean row entropy as the softmax scale moves.
 * ``dropout_report``: the dropout keep-mask of a train-mode trace and the 1/(1−p) rescaling of the survivors.
 * Hand-made weights: ``with_identity_qk`` (a copy with W_query = W_key = I) and ``positional_module`` (one-hot
   position inputs and a W_query that makes every head attend to the named position).
 * Cross-attention with ``QKVMultiHeadAttention``: seeded modules and inputs, and every mask builder in one place
   (``make_mask``), True = may attend.
-* ``compare_on_device``: ``reference.compare_with_torch`` on any device, with a float64 baseline on the CPU where
-  the device has no float64 (mps).
+* ``scale_demo``: why the scores are divided by √head_dim, on fresh one-head modules at initialisation.
 
 Nothing here mutates a module it is given: hand-made weights go into a deep copy or a new module.
 
@@ -24,12 +25,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import devices, masks, runs  # runs.run_trace looked up at call time: one place to patch or wrap
+from . import devices, masks
 from .attention import ExplicitAttention, FusedAttention
 from .modules import MultiHeadAttention, QKVMultiHeadAttention, Trace, trace_forward
-from .reference import ReferenceReport, compare_with_torch
 from .rng import seeded
-from .runs import ModuleSpec
 
 # --- entropy of attention rows ---------------------------------------------------------------------------------------
 
@@ -54,21 +53,6 @@ def uniform_entropy(allowed: torch.Tensor) -> torch.Tensor:
 def mean_entropy(weights: torch.Tensor) -> float:
     """Mean row entropy over every batch element, head and query row."""
     return row_entropy(weights).double().mean().item()
-
-
-def entropy_sweep(module: MultiHeadAttention, x: torch.Tensor, multipliers: Sequence[float]) -> list[float]:
-    """Mean row entropy of the module's weights at softmax scale m/√head_dim, for each multiplier m > 0.
-
-    Each point is a traced forward pass of the module itself, with ``ExplicitAttention(scale=...)``.
-    """
-    head_dim = module.head_dim
-    result = []
-    for m in multipliers:
-        if not m > 0:
-            raise ValueError(f"scale multipliers must be positive, got {m}")
-        trace = runs.run_trace(module, x, attention=ExplicitAttention(scale=m / math.sqrt(head_dim)))
-        result.append(mean_entropy(trace.steps["attn_weights"]))
-    return result
 
 
 # --- dropout ---------------------------------------------------------------------------------------------------------
@@ -304,24 +288,6 @@ def run_cross(
     return CrossRun(trace=explicit, output_fused=fused.output, max_diff_explicit_fused=diff)
 
 
-# --- references on any device ----------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def compare_on_device(spec: ModuleSpec, x: torch.Tensor, *, cpu_baseline: bool | None = None) -> ReferenceReport:
-    """``compare_with_torch`` for the module of ``spec`` on x (moved to its device and dtype).
-
-    Where the device has float64 this is exactly ``compare_with_torch``. Where it has not (mps), or when
-    ``cpu_baseline`` is True, the float64 baseline is the same module built on the CPU in float64.
-    """
-    if cpu_baseline is None:
-        cpu_baseline = "float64" not in devices.available_dtypes(spec.device)
-    module = runs.build_module(spec)
-    weight = module.W_query.weight
-    x = x.to(device=weight.device, dtype=weight.dtype)
-    return compare_with_torch(module, x, baseline_device="cpu" if cpu_baseline else None)
-
-
 # --- why √head_dim: the scores' spread and the softmax's peak at initialisation ---------------------------------------
 
 SCALE_HEAD_DIMS = (1, 4, 16, 64)
@@ -351,7 +317,7 @@ def scale_demo(
     for d in head_dims:
         with seeded(seed):
             module = MultiHeadAttention(d_in, d, num_tokens, 0.0, 1).eval()
-        trace = runs.run_trace(module, x)
+        trace = trace_forward(module, x)
         allowed = trace.steps["mask"]  # (T, T)
         scores = trace.steps["attn_scores"][..., allowed]  # (b, h, visible cells)
         columns["spread"].append(scores.std().item())

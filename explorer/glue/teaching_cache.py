@@ -4,7 +4,7 @@ Every cache here is keyed on the frozen ``Settings`` and small ints, strings or 
 The views hold built figures, so they live in byte-bounded shared caches (``caches.byte_cached``, never mutated):
 ``st.cache_data`` would pickle them, and plotly validates every figure again when it is unpickled.
 Modules come from ``caches.cached_module`` (shared read-only); anything that changes weights works on a copy
-(see ``mha_core.teaching``). The cached values are runs (``mha_core.runs``, ``mha_core.teaching_runs``) and the
+(see ``mha_core.teaching``). The cached values are runs (``mha_core.runs``) and the
 views drawn from them (``explorer.views``): figures and numbers.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from mha_core import circuits, devices, runs, teaching, teaching_runs
+from mha_core import circuits, devices, runs, teaching
 from mha_core.reference import ReferenceReport
 
 from ..views import head_circuits, heads_and_references, knobs_that_teach, masks_and_cross_attention, step_through
@@ -143,7 +143,7 @@ def references(settings: Settings) -> dict[str, ReferenceReport]:
     x, _ = runs.build_input(settings.input_spec())
     spec = settings.module_spec()
     return {
-        name: teaching.compare_on_device(replace(spec, device=device, dtype=dtype), x)
+        name: runs.compare_on_device(replace(spec, device=device, dtype=dtype), x)
         for name, device, dtype in reference_dtypes(settings)
     }
 
@@ -190,7 +190,7 @@ def masks_view(
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _temperature_run(settings: Settings, multiplier: str):
     module, x, labels = caches.module_and_input(settings)
-    return teaching_runs.run_temperature(module, x, float(multiplier)), labels
+    return runs.run_temperature(module, x, float(multiplier)), labels
 
 
 @caches.gated("knobs")
@@ -206,7 +206,7 @@ def _dropout_run(settings: Settings, percent: int, draw: int):
     p = percent / 100
     module = caches.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
     x, labels = runs.build_input(settings.input_spec())
-    return teaching_runs.run_dropout(module, x, p, settings.seed + draw), labels
+    return runs.run_dropout(module, x, p, settings.seed + draw), labels
 
 
 @caches.gated("knobs")
@@ -219,7 +219,7 @@ def dropout_view(settings: Settings, percent: int, draw: int, presenter: bool) -
 @byte_cached(max_bytes=RUN_BYTES, max_entries=8, ttl_s=900)
 def _preset_run(settings: Settings, preset: str):
     module, x, labels = caches.module_and_input(settings)
-    return teaching_runs.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
+    return runs.run_preset(module, x, labels, preset, num_heads=settings.num_heads)
 
 
 @caches.gated("knobs")

@@ -11,7 +11,7 @@ import re
 
 import streamlit as st
 
-from mha_core import profiling, tasks, teaching, teaching_runs
+from mha_core import profiling, runs, tasks, teaching
 
 from . import settings as cfg
 from .settings import FIELD_NAMES, Settings
@@ -23,7 +23,7 @@ MASK_IMPLEMENTATIONS = teaching.IMPLEMENTATIONS
 MAX_CROSS_TOKENS = teaching.MAX_CROSS_TOKENS  # query and key lengths on the Masks page
 MaskParams = teaching.MaskParams  # the Masks page's run request: a mask's kind and its parameters
 PRESETS = teaching.PRESETS  # the Knobs page's preset weights
-SCALE_MULTIPLIERS = teaching_runs.SCALE_MULTIPLIERS  # the Knobs page's temperature choices, as URL text
+SCALE_MULTIPLIERS = runs.SCALE_MULTIPLIERS  # the Knobs page's temperature choices, as URL text
 TASKS = tasks.TASKS  # the Trained heads page's tasks: name → defaults and description
 COST_TOKEN_CHOICES = tuple(t for t in profiling.TOKEN_STEPS if t >= profiling.CostSpec.min_tokens)  # 64 … 1024
 

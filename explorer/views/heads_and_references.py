@@ -29,7 +29,7 @@ FUSED_NO_WEIGHTS = (
 @dataclass(frozen=True)
 class HeadsView:
     panels: tuple[Panel, ...]  # separate heads, the batched module, their difference
-    max_abs_diff: dict[str, float]  # mha_core.heads.separate_heads' own numbers, by step
+    max_abs_diff: dict[str, float]  # mha_core.runs.separate_heads' own numbers, by step
     weights_diff_per_head: tuple[float, ...]  # max |separate − batched| of each head's weights, this batch element
 
 

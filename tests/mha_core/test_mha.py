@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from mha_core import devices, inputs, masks
 from mha_core.attention import ExplicitAttention
-from mha_core.heads import separate_heads
 from mha_core.listing import LISTING_LINES, STEP_LINES, listing_line
 from mha_core.modules import MultiHeadAttention, QKVMultiHeadAttention, trace_forward
 from mha_core.reference import compare_with_torch, sdpa_forward, torch_mha_forward
+from mha_core.runs import separate_heads
 
 FLOAT32_EPS = torch.finfo(torch.float32).eps
 REQUIRED_STEPS = ["queries", "keys", "values", "attn_scores", "masked_scores", "attn_weights", "context", "output"]

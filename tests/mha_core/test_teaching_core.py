@@ -14,7 +14,7 @@ from explorer.views import (
     step_through,
     step_through_steps,
 )
-from mha_core import masks, teaching, teaching_runs
+from mha_core import masks, runs, teaching
 from mha_core.attention import ExplicitAttention
 from mha_core.listing import LISTING_LINES, STEP_LINES, statement_lines
 from mha_core.modules import MultiHeadAttention, trace_forward
@@ -41,7 +41,7 @@ def test_entropy_falls_as_the_scale_rises():
     module = build_module(spec)
     x, _ = build_input(InputSpec(kind="random", num_tokens=10, d_in=8, batch_size=2, seed=3))
     multipliers = [0.01, 0.25, 1, 4, 16, 256]
-    sweep = teaching.entropy_sweep(module, x, multipliers)
+    sweep = runs.entropy_sweep(module, x, multipliers)
     assert all(a > b for a, b in zip(sweep, sweep[1:], strict=False)), sweep
     allowed = masks.causal(10).expand(2, 4, 10, 10)
     assert sweep[0] == pytest.approx(teaching.uniform_entropy(allowed).mean().item(), rel=1e-3)  # nearly uniform
@@ -50,7 +50,7 @@ def test_entropy_falls_as_the_scale_rises():
     trace = run_trace(module, x, attention=ExplicitAttention(scale=4 / math.sqrt(module.head_dim)))
     assert sweep[3] == teaching.mean_entropy(trace.steps["attn_weights"])
     with pytest.raises(ValueError, match="positive"):
-        teaching.entropy_sweep(module, x, [0.0])
+        runs.entropy_sweep(module, x, [0.0])
 
 
 # --- dropout -------------------------------------------------------------------------------------------------------
@@ -220,12 +220,12 @@ def test_compare_on_device_is_compare_with_torch_where_float64_exists():
     spec = ModuleSpec()
     x, _ = build_input(InputSpec())
     expected = compare_with_torch(build_module(spec), x)
-    assert teaching.compare_on_device(spec, x) == expected
-    assert teaching.compare_on_device(spec, x, cpu_baseline=True) == expected  # the path a device without float64 takes
-    report64 = teaching.compare_on_device(ModuleSpec(dtype="float64"), x)
+    assert runs.compare_on_device(spec, x) == expected
+    assert runs.compare_on_device(spec, x, cpu_baseline=True) == expected  # the path a device without float64 takes
+    report64 = runs.compare_on_device(ModuleSpec(dtype="float64"), x)
     assert report64.dtype == "float64" and report64.output_vs_float64 == 0.0
     assert heads_and_references.within_torch_error(report64)
-    table = heads_and_references.reference_table({"float32": teaching.compare_on_device(spec, x), "float64": report64})
+    table = heads_and_references.reference_table({"float32": runs.compare_on_device(spec, x), "float64": report64})
     assert list(table) == ["comparison", "float32", "float64"]
     assert len(table["comparison"]) == len(table["float32"]) == len(heads_and_references.REFERENCE_ROWS)
 
@@ -307,7 +307,7 @@ def test_identity_preset_view_never_touches_the_module_it_is_given():
     x, labels = build_input(InputSpec())
     for preset in teaching.PRESETS:
         view = knobs_that_teach.build_preset_view(
-            teaching_runs.run_preset(module, x, labels, preset, num_heads=2), presenter=False
+            runs.run_preset(module, x, labels, preset, num_heads=2), presenter=False
         )
         assert view.panels[0].figure.data
         if preset in teaching.POSITION_PATTERNS:

@@ -65,7 +65,7 @@ def names_used(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", files("explorer/views"), ids=lambda p: p.name)
 def test_views_never_run_a_model(module):
-    """A view takes a run (mha_core.runs, mha_core.teaching_runs) and draws it: no forward pass happens in a view."""
+    """A view takes a run (mha_core.runs) and draws it: no forward pass happens in a view."""
     imported = {n.rsplit(".", 1)[-1] for n in imports_of(module)}
     used = names_used(module) | imported
     wrong = sorted((used & RUNS_A_MODEL) | {n for n in imported if n.startswith("run_")})

@@ -25,7 +25,7 @@ from explorer.views import (
 )
 from explorer.views import figures as F
 from explorer.views.figures import heatmap_layout, style
-from mha_core import runs, teaching, teaching_runs
+from mha_core import runs, teaching
 
 CHAR = 0.55  # em per character: tick labels and titles in the UI font
 DIGIT = 0.56
@@ -72,9 +72,7 @@ def weights_figures(run) -> dict[str, object]:
         run.trace, labels, softmax, batch_index=0, presenter=False, dropout_active=False
     )
     shown |= {f"step/{p.key}": p.figure for p in view.panels}
-    temperature = knobs_that_teach.build_temperature_view(
-        teaching_runs.run_temperature(module, x, 1.0), labels, presenter=False
-    )
+    temperature = knobs_that_teach.build_temperature_view(runs.run_temperature(module, x, 1.0), labels, presenter=False)
     shown |= {f"knobs/{p.key}": p.figure for p in temperature.panels}
     heads = heads_and_references.build_heads_view(runs.run_heads(module, x), labels, batch_index=0, presenter=False)
     shown |= {f"heads/{p.key}": p.figure for p in heads.panels}
@@ -476,9 +474,7 @@ def test_knobs_entropy_plots_keep_noise_small_uncrammed_and_mark_the_pages_scale
     page's own scale on the sweep."""
     module = runs.build_module(Settings().module_spec())
     x, labels = runs.build_input(Settings().input_spec())
-    view = knobs_that_teach.build_temperature_view(
-        teaching_runs.run_temperature(module, x[:1], 2.0), labels, presenter=False
-    )
+    view = knobs_that_teach.build_temperature_view(runs.run_temperature(module, x[:1], 2.0), labels, presenter=False)
     panels = {p.key: p.figure for p in view.panels}
     gap = panels["temperature_entropy"].layout.yaxis.range
     assert gap[0] == 0 and gap[1] >= knobs_that_teach.ENTROPY_AXIS_MIN
@@ -525,9 +521,7 @@ def test_before_comes_before_after_and_presenter_mode_shows_the_result(run32):
         assert view.main.key == expected[-1]
     module = runs.build_module(Settings(dropout=0.5).module_spec())
     x, labels = runs.build_input(Settings().input_spec())
-    dropout = knobs_that_teach.build_dropout_view(
-        teaching_runs.run_dropout(module, x, 0.5, seed=1), labels, presenter=False
-    )
+    dropout = knobs_that_teach.build_dropout_view(runs.run_dropout(module, x, 0.5, seed=1), labels, presenter=False)
     assert [p.key for p in dropout.panels] == ["dropout_before", "dropout_keep", "dropout_after", "dropout_row_sums"]
     assert dropout.panels[dropout.main_index].key == "dropout_after"
 

@@ -22,7 +22,7 @@ from explorer.views import (
     step_through,
     step_through_steps,
 )
-from mha_core import masks, profiling, runs, teaching_runs
+from mha_core import masks, profiling, runs
 from mha_core.inputs import book_tokens
 from mha_core.listing import (
     INIT_LINES,
@@ -168,7 +168,7 @@ def test_minus_infinity_equals_the_books_zero_then_renormalise_and_scaling_commu
 def test_the_identity_preset_prefers_journey_a_long_key_not_a_similar_one():
     x, words = book_tokens()
     module = runs.build_module(Settings().module_spec())
-    run = teaching_runs.run_preset(module, x[None], list(words), "identity", num_heads=2)
+    run = runs.run_preset(module, x[None], list(words), "identity", num_heads=2)
     weights = run.trace.steps["attn_weights"][0, 1]  # head 1, (T, T)
     heaviest = [words[int(k)] for k in weights.argmax(-1)]
     assert heaviest[2:] == ["journey"] * 4  # from "starts", "with", "one", "step"
@@ -217,10 +217,10 @@ def captions_everywhere() -> list[str]:
     module = runs.build_module(settings.module_spec())
     x, _ = runs.build_input(settings.input_spec())
     views = [
-        knobs_that_teach.build_temperature_view(teaching_runs.run_temperature(module, x, 2.0), labels, presenter=False),
-        knobs_that_teach.build_dropout_view(teaching_runs.run_dropout(module, x, 0.5, 7), labels, presenter=False),
+        knobs_that_teach.build_temperature_view(runs.run_temperature(module, x, 2.0), labels, presenter=False),
+        knobs_that_teach.build_dropout_view(runs.run_dropout(module, x, 0.5, 7), labels, presenter=False),
         knobs_that_teach.build_preset_view(
-            teaching_runs.run_preset(module, x, labels, "identity", num_heads=2), presenter=False
+            runs.run_preset(module, x, labels, "identity", num_heads=2), presenter=False
         ),
         heads_and_references.build_heads_view(runs.run_heads(module, x), labels, batch_index=0, presenter=False),
     ]

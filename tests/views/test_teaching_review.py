@@ -17,7 +17,7 @@ from explorer.views import (
     masks_and_cross_attention,
     step_through,
 )
-from mha_core import book, profiling, runs, teaching, teaching_runs
+from mha_core import book, profiling, runs, teaching
 from mha_core.inputs import book_tokens
 from mha_core.modules import MultiHeadAttention, QKVMultiHeadAttention
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def identity_preset():
     x, words = book_tokens()
     module = runs.build_module(Settings().module_spec())
-    return teaching_runs.run_preset(module, x[None], list(words), "identity", num_heads=2), x
+    return runs.run_preset(module, x[None], list(words), "identity", num_heads=2), x
 
 
 # --- errors ----------------------------------------------------------------------------------------------------------
@@ -166,22 +166,20 @@ def test_imprecision_8_the_temperature_caption_states_the_scale_used():
     settings = Settings()
     module = runs.build_module(settings.module_spec())
     x, labels = runs.build_input(settings.input_spec())
-    run = teaching_runs.run_temperature(module, x, 4.0)
+    run = runs.run_temperature(module, x, 4.0)
     trace = run.trace
     expected = torch.softmax(trace.steps["masked_scores"] * 4.0 / trace.steps["queries_heads"].shape[-1] ** 0.5, -1)
     torch.testing.assert_close(trace.steps["attn_weights"], expected)
     shown = knobs_that_teach.build_temperature_view(run, labels, presenter=False).panels[0].caption
     assert "multiplied by 4/√head_dim = 4" in shown and "not the listing's 1/√head_dim" in shown
-    plain = knobs_that_teach.build_temperature_view(
-        teaching_runs.run_temperature(module, x, 1.0), labels, presenter=False
-    )
+    plain = knobs_that_teach.build_temperature_view(runs.run_temperature(module, x, 1.0), labels, presenter=False)
     assert "not the listing's" not in plain.panels[0].caption
 
 
 def test_imprecision_9_the_references_agree_on_this_input_to_float_rounding():
     settings = Settings()
     x, _ = runs.build_input(settings.input_spec())
-    report = teaching.compare_on_device(settings.module_spec(), x)
+    report = runs.compare_on_device(settings.module_spec(), x)
     assert 0 <= report.output_vs_sdpa <= heads_and_references.agreement_tolerance("float32")
     text = heads_and_references.FUSED_NO_WEIGHTS
     assert "prove" not in text and "on this input, to float rounding" in text
