@@ -1,7 +1,8 @@
 """Figures that fill their frame, read from the rendered SVG (issue 21, must-hold 3, 4 and 6): presenter mode's main
 heatmap grows with the stage at 1280 × 720 and 1920 × 1080 with no tick label outside its figure; on a 390 × 844 phone
 each head is at least about 150 px and Step through's figure comes before the listing; the head view at 16 heads ×
-256 tokens labels its tokens and its lines span the frame.
+256 tokens labels its tokens and its lines span the frame; step 11's head bands keep their labels whole on a 720p
+stage, and its colour bar sits beside its matrix.
 """
 
 from __future__ import annotations
@@ -130,5 +131,45 @@ def test_the_head_view_at_16_heads_and_256_tokens_labels_a_window_and_fills_its_
         assert len(found["labels"]) >= 2 * 24 and "journey (1)" in found["labels"], found["labels"][:8]
         span = (found["bottom"] - found["top"]) / found["height"]
         assert span >= 0.7, f"lines span {found['top']:.0f}-{found['bottom']:.0f} of {found['height']:.0f} px"
+    finally:
+        context.close()
+
+
+# The first chart's head bands (filled shapes above its heatmap), their labels, its heatmap and its colour bar.
+BANDS_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width}; };
+  const image = box(chart.querySelector(".hm image"));
+  const bands = [...chart.querySelectorAll(".shapelayer path")].map(box)
+    .filter(b => b.width > 2 && b.bottom <= image.top + 4);
+  const labels = [...chart.querySelectorAll(".annotation-text")].map(t => [t.textContent, box(t)]);
+  const bar = chart.querySelector(".colorbar .cbfills");
+  return {svg: box(chart.querySelector(".main-svg")), image, bands, labels, bar: bar && box(bar)};
+}
+"""
+
+
+def test_step_11_band_labels_are_whole_and_its_colour_bar_sits_beside_its_matrix(browser, app_url):
+    """Before, presenter 1280 × 720: "head 0" / "head 1" (55 px) in 46 px bands, printed over each other ("head (")
+    since the plan gave 74 px cells; the colour bar 376 px right of the 2-column matrix."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        open_page(page, f"{app_url}/Step_through?step=11&presenter=true")
+        found = page.evaluate(BANDS_JS)
+        screenshot(page, "layout_presenter_1280x720_step11")
+        svg, bands = found["svg"], sorted(found["bands"], key=lambda b: b["left"])
+        assert len(bands) == 2, found
+        assert len(found["labels"]) == 2, found["labels"]
+        for k, (text, label) in enumerate(sorted(found["labels"], key=lambda t: t[1]["left"])):
+            band = bands[k]
+            assert text in (f"head {k}", f"h{k}", str(k)), f"band {k} labelled {text!r}"
+            assert svg["left"] <= label["left"] and label["right"] <= svg["right"], (text, label, svg)
+            inside = band["left"] - 1 <= label["left"] and label["right"] <= band["right"] + 1
+            assert inside, f"{text!r} spans {label['left']:.0f}-{label['right']:.0f} px, its band {band}"
+        gap = found["bar"]["left"] - found["image"]["right"]
+        assert 0 <= gap <= 60, f"the colour bar is {gap:.0f} px right of its matrix: {found['bar']}, {found['image']}"
     finally:
         context.close()

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .downsample import _color_range, _colorbar_ticks, clipped_above, rounding_noise
-from .heatmap_bands import _band_columns
+from .heatmap_bands import _band_columns, _band_labels
 from .heatmap_layout import (
     FULL_FIGURE_PX,
     H_SPACE,
@@ -17,6 +17,7 @@ from .heatmap_layout import (
     cell_text_fits,
     cell_text_px,
     labelled_grid,
+    least_stage_cell_px,
     row_gap_px,
     side_px,
     subplot_grid,
@@ -71,9 +72,11 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
     """Square cells: each panel's y scale follows its x scale, and the panel shrinks to the left of its place.
 
     The figure's width is set to what the panels need (``layout.width``): a page that draws figures at their own
-    width ("content") gets a matrix as big as its cells, not a page-wide slab; one that stretches them still gets
-    square cells, packed to the left.
+    width ("content") gets a matrix as big as its cells, not a page-wide slab; one that stretches them (a presenter
+    stage) still gets square cells, packed to the left. One matrix without a panel title is packed to the right,
+    against its colour bar: on step 11's stage a 2-column matrix sat 376 px from its bar.
     """
+    alone = h == 1 and not any(a.get("xref") == "paper" for a in layout.get("annotations", []))
     for k in range(h):
         suffix = "" if k == 0 else str(k + 1)
         layout[f"yaxis{suffix}"] |= {  # a figure taller than its cells (a stage) keeps them under their titles
@@ -82,7 +85,7 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
             "constrain": "domain",
             "constraintoward": "top",
         }
-        layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "left"}
+        layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "right" if alone else "left"}
     panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
     layout["width"] = round(panels_px + side_px(presenter, _labels_px(row_labels, presenter)))
 
@@ -252,7 +255,7 @@ def _heatmap_figure(
     beside_px = _legend_under_bar(layout, data, look["masked_label"], bar_px, plot_px, presenter)
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
-        above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
+        above_plot_px += _band_columns(layout, j, column_bands[0], presenter)
     figure = finish_figure(
         {"data": data, "layout": layout},
         title,
@@ -262,7 +265,18 @@ def _heatmap_figure(
         below_px=max(below_plot_px(presenter, ticks_px), round(beside_px - plot_px)),
         above_plot_px=above_plot_px,
     )
+    _label_bands(figure, size, _labels_px(short_rows, presenter), (j, column_bands), presenter)
     return _leave_stage_text(figure, look, widest, (i, j))
+
+
+def _label_bands(figure: go.Figure, size: PanelSize, labels_px: float, bands: tuple, presenter: bool) -> None:
+    """The head bands' labels, for the bands as drawn: a stage may draw the cells smaller than planned.
+    ``bands``: the matrix's column count, and (head count, head names) or None (no bands)."""
+    if bands[1] is None:
+        return
+    n_cols, (groups, names) = bands
+    cell_px = least_stage_cell_px(size, figure, labels_px, presenter)
+    _band_labels(figure, n_cols, groups, names, presenter, cell_px * n_cols / groups)
 
 
 def _leave_stage_text(figure: go.Figure, look: dict, widest: str, cells: tuple[int, int]) -> go.Figure:
