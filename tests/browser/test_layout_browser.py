@@ -2,7 +2,8 @@
 heatmap grows with the stage at 1280 × 720 and 1920 × 1080 with no tick label outside its figure; on a 390 × 844 phone
 each head is at least about 150 px and Step through's figure comes before the listing; the head view at 16 heads ×
 256 tokens labels its tokens and its lines span the frame; step 11's head bands keep their labels whole on a 720p
-stage, and its colour bar sits beside its matrix.
+stage, and its colour bar sits beside its matrix; 16 heads × 256 tokens on a 1080p stage: square heads, and no head
+title on the row above's key labels.
 """
 
 from __future__ import annotations
@@ -171,5 +172,47 @@ def test_step_11_band_labels_are_whole_and_its_colour_bar_sits_beside_its_matrix
             assert inside, f"{text!r} spans {label['left']:.0f}-{label['right']:.0f} px, its band {band}"
         gap = found["bar"]["left"] - found["image"]["right"]
         assert 0 <= gap <= 60, f"the colour bar is {gap:.0f} px right of its matrix: {found['bar']}, {found['image']}"
+    finally:
+        context.close()
+
+
+# The first chart's heads (their <image>), head titles and every x tick label, as boxes.
+GRID_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width, height: r.height}; };
+  return {images: [...chart.querySelectorAll(".hm image")].map(box),
+          titles: [...chart.querySelectorAll(".annotation-text")].filter(t => t.textContent.startsWith("head "))
+            .map(t => [t.textContent, box(t)]),
+          ticks: [...chart.querySelectorAll(".xaxislayer-above text")].map(t => [t.textContent, box(t)])
+            .filter(([, b]) => b.width)};
+}
+"""
+
+
+def test_16_heads_of_256_tokens_on_a_1080p_stage_are_square_and_titles_clear_the_row_above(browser, app_url):
+    """Before: each head drawn 201 × 79 px (a 256 × 256 matrix), and the turned key labels of each row ("Your",
+    "t255") printed over the next row's head titles (labels at 507-554 px, "head 4" at 522-555)."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1080}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        query = "presenter=true&num_heads=16&d_out=64&num_tokens=256&context_length=256"
+        open_page(page, f"{app_url}/?{query}")
+        found = page.evaluate(GRID_JS)
+        screenshot(page, "layout_presenter_1920x1080_16x256")
+        assert len(found["images"]) == 16 and len(found["titles"]) == 16, found
+        shapes = [(round(b["width"]), round(b["height"])) for b in found["images"]]
+        assert all(0.8 <= w / h <= 1.25 for w, h in shapes), f"heads drawn {shapes} px (square matrices)"
+        assert found["ticks"], "no key labels"
+        for name, title in found["titles"]:
+            for text, tick in found["ticks"]:
+                apart = (
+                    tick["right"] <= title["left"]
+                    or title["right"] <= tick["left"]
+                    or tick["bottom"] <= title["top"]
+                    or title["bottom"] <= tick["top"]
+                )
+                assert apart, f"{name!r} {title} overlaps the key label {text!r} {tick}"
     finally:
         context.close()

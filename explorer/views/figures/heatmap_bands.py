@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .heatmap_layout import PanelSize, least_stage_cell_px
 from .style import _font, _text_color_on, escape_label, head_colors, text_px
 
 
@@ -91,3 +92,13 @@ def _band_labels(
         if label is not None:
             x = k * width - 0.5 + width / 2
             figure.add_annotation(_band_label(label, x, _font(presenter, 1.6), color, presenter))
+
+
+def _label_bands(figure, size: PanelSize, labels_px: float, bands: tuple, presenter: bool) -> None:
+    """The head bands' labels, for the bands as drawn: a stage may draw the cells smaller than planned.
+    ``bands``: the matrix's column count, and (head count, head names) or None (no bands)."""
+    if bands[1] is None:
+        return
+    n_cols, (groups, names) = bands
+    cell_px = least_stage_cell_px(size, figure, labels_px, presenter)
+    _band_labels(figure, n_cols, groups, names, presenter, cell_px * n_cols / groups)
