@@ -216,3 +216,39 @@ def test_16_heads_of_256_tokens_on_a_1080p_stage_are_square_and_titles_clear_the
                 assert apart, f"{name!r} {title} overlaps the key label {text!r} {tick}"
     finally:
         context.close()
+
+
+# Every shown "−∞" in the first chart, and its heads' images (the masked layer's image lies over its values').
+MINUS_INFINITY_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width, height: r.height}; };
+  return {images: [...chart.querySelectorAll(".hm image")].map(box),
+          texts: [...chart.querySelectorAll("g.heatmap-label text")].filter(t => t.textContent === "−∞")
+            .map(box).filter(b => b.width)};
+}
+"""
+
+
+@pytest.mark.parametrize(("size", "shown"), [((1280, 720), 0), ((1920, 1080), 30)], ids=["1280x720", "1920x1080"])
+def test_step_6_prints_minus_infinity_inside_its_masked_cells_on_the_stage(browser, app_url, size, shown):
+    """The stage prints "−∞" in the 30 grey cells together with the values (before: blank grey at 1080p); at 720p
+    the cells (37 px) are too small for the values, and neither is printed, so nothing spills."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        open_page(page, f"{app_url}/Step_through?step=6&presenter=true")
+        found = page.evaluate(MINUS_INFINITY_JS)
+        screenshot(page, f"layout_presenter_{size[0]}x{size[1]}_step6")
+        assert len(found["texts"]) == shown, found["texts"][:3]
+        for text in found["texts"]:
+            image = next(i for i in found["images"] if i["left"] <= text["left"] and text["right"] <= i["right"])
+            cell = image["width"] / 6
+            column = int(((text["left"] + text["right"]) / 2 - image["left"]) // cell)
+            row = int(((text["top"] + text["bottom"]) / 2 - image["top"]) // cell)
+            left, top = image["left"] + column * cell, image["top"] + row * cell
+            inside = left <= text["left"] and text["right"] <= left + cell and top <= text["top"]
+            assert inside and text["bottom"] <= top + cell, f"−∞ at {text} outside its cell at ({left}, {top})"
+    finally:
+        context.close()

@@ -14,6 +14,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .style import (
     ALL_LABELS_UP_TO,
     MAX_PANEL_COLUMNS,
@@ -21,6 +23,7 @@ from .style import (
     PRESENTER_SCALE,
     _axis_ticks,
     _font,
+    decode_array,
     text_px,
     to_figure,
 )
@@ -219,8 +222,12 @@ def stage_cell_text(figure) -> tuple[object, int, int] | None:
     min_w = margin.get("l", 80) + margin.get("r", 80) + need_w * text["cols"] / (x_domain[1] - x_domain[0])
     min_h = margin.get("t", 100) + margin.get("b", 80) + need_h * text["rows"] / (y_domain[1] - y_domain[0])
     for trace in spec["data"]:
-        if (trace.get("meta") or {}).get("role") == "values":
+        role = (trace.get("meta") or {}).get("role")
+        if role == "values":
             trace |= {"texttemplate": text["template"], "textfont": {"size": text["font"]}}
+        elif role == "masked":  # "−∞" in the grey cells, as a page prints them: shorter than any value, so it fits
+            cells = decode_array(trace["z"]) == 1  # 1 where masked, NaN elsewhere (exact cells)
+            trace |= {"text": np.where(cells, "−∞", ""), "texttemplate": "%{text}", "textfont": {"size": text["font"]}}
     return to_figure(spec), math.ceil(min_w), math.ceil(min_h)
 
 
