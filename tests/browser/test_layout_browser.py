@@ -1,7 +1,9 @@
 """Figures that fill their frame, read from the rendered SVG (issue 21, must-hold 3, 4 and 6): presenter mode's main
 heatmap grows with the stage at 1280 × 720 and 1920 × 1080 with no tick label outside its figure; on a 390 × 844 phone
 each head is at least about 150 px and Step through's figure comes before the listing; the head view at 16 heads ×
-256 tokens labels its tokens and its lines span the frame.
+256 tokens labels its tokens and its lines span the frame; step 11's head bands keep their labels whole on a 720p
+stage, and its colour bar sits beside its matrix; 16 heads × 256 tokens on a 1080p stage: square heads, and no head
+title on the row above's key labels.
 """
 
 from __future__ import annotations
@@ -130,5 +132,123 @@ def test_the_head_view_at_16_heads_and_256_tokens_labels_a_window_and_fills_its_
         assert len(found["labels"]) >= 2 * 24 and "journey (1)" in found["labels"], found["labels"][:8]
         span = (found["bottom"] - found["top"]) / found["height"]
         assert span >= 0.7, f"lines span {found['top']:.0f}-{found['bottom']:.0f} of {found['height']:.0f} px"
+    finally:
+        context.close()
+
+
+# The first chart's head bands (filled shapes above its heatmap), their labels, its heatmap and its colour bar.
+BANDS_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width}; };
+  const image = box(chart.querySelector(".hm image"));
+  const bands = [...chart.querySelectorAll(".shapelayer path")].map(box)
+    .filter(b => b.width > 2 && b.bottom <= image.top + 4);
+  const labels = [...chart.querySelectorAll(".annotation-text")].map(t => [t.textContent, box(t)]);
+  const bar = chart.querySelector(".colorbar .cbfills");
+  return {svg: box(chart.querySelector(".main-svg")), image, bands, labels, bar: bar && box(bar)};
+}
+"""
+
+
+def test_step_11_band_labels_are_whole_and_its_colour_bar_sits_beside_its_matrix(browser, app_url):
+    """Before, presenter 1280 × 720: "head 0" / "head 1" (55 px) in 46 px bands, printed over each other ("head (")
+    since the plan gave 74 px cells; the colour bar 376 px right of the 2-column matrix."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        open_page(page, f"{app_url}/Step_through?step=11&presenter=true")
+        found = page.evaluate(BANDS_JS)
+        screenshot(page, "layout_presenter_1280x720_step11")
+        svg, bands = found["svg"], sorted(found["bands"], key=lambda b: b["left"])
+        assert len(bands) == 2, found
+        assert len(found["labels"]) == 2, found["labels"]
+        for k, (text, label) in enumerate(sorted(found["labels"], key=lambda t: t[1]["left"])):
+            band = bands[k]
+            assert text in (f"head {k}", f"h{k}", str(k)), f"band {k} labelled {text!r}"
+            assert svg["left"] <= label["left"] and label["right"] <= svg["right"], (text, label, svg)
+            inside = band["left"] - 1 <= label["left"] and label["right"] <= band["right"] + 1
+            assert inside, f"{text!r} spans {label['left']:.0f}-{label['right']:.0f} px, its band {band}"
+        gap = found["bar"]["left"] - found["image"]["right"]
+        assert 0 <= gap <= 60, f"the colour bar is {gap:.0f} px right of its matrix: {found['bar']}, {found['image']}"
+    finally:
+        context.close()
+
+
+# The first chart's heads (their <image>), head titles and every x tick label, as boxes.
+GRID_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width, height: r.height}; };
+  return {images: [...chart.querySelectorAll(".hm image")].map(box),
+          titles: [...chart.querySelectorAll(".annotation-text")].filter(t => t.textContent.startsWith("head "))
+            .map(t => [t.textContent, box(t)]),
+          ticks: [...chart.querySelectorAll(".xaxislayer-above text")].map(t => [t.textContent, box(t)])
+            .filter(([, b]) => b.width)};
+}
+"""
+
+
+def test_16_heads_of_256_tokens_on_a_1080p_stage_are_square_and_titles_clear_the_row_above(browser, app_url):
+    """Before: each head drawn 201 × 79 px (a 256 × 256 matrix), and the turned key labels of each row ("Your",
+    "t255") printed over the next row's head titles (labels at 507-554 px, "head 4" at 522-555)."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1080}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        query = "presenter=true&num_heads=16&d_out=64&num_tokens=256&context_length=256"
+        open_page(page, f"{app_url}/?{query}")
+        found = page.evaluate(GRID_JS)
+        screenshot(page, "layout_presenter_1920x1080_16x256")
+        assert len(found["images"]) == 16 and len(found["titles"]) == 16, found
+        shapes = [(round(b["width"]), round(b["height"])) for b in found["images"]]
+        assert all(0.8 <= w / h <= 1.25 for w, h in shapes), f"heads drawn {shapes} px (square matrices)"
+        assert found["ticks"], "no key labels"
+        for name, title in found["titles"]:
+            for text, tick in found["ticks"]:
+                apart = (
+                    tick["right"] <= title["left"]
+                    or title["right"] <= tick["left"]
+                    or tick["bottom"] <= title["top"]
+                    or title["bottom"] <= tick["top"]
+                )
+                assert apart, f"{name!r} {title} overlaps the key label {text!r} {tick}"
+    finally:
+        context.close()
+
+
+# Every shown "−∞" in the first chart, and its heads' images (the masked layer's image lies over its values').
+MINUS_INFINITY_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width, height: r.height}; };
+  return {images: [...chart.querySelectorAll(".hm image")].map(box),
+          texts: [...chart.querySelectorAll("g.heatmap-label text")].filter(t => t.textContent === "−∞")
+            .map(box).filter(b => b.width)};
+}
+"""
+
+
+@pytest.mark.parametrize(("size", "shown"), [((1280, 720), 0), ((1920, 1080), 30)], ids=["1280x720", "1920x1080"])
+def test_step_6_prints_minus_infinity_inside_its_masked_cells_on_the_stage(browser, app_url, size, shown):
+    """The stage prints "−∞" in the 30 grey cells together with the values (before: blank grey at 1080p); at 720p
+    the cells (37 px) are too small for the values, and neither is printed, so nothing spills."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        open_page(page, f"{app_url}/Step_through?step=6&presenter=true")
+        found = page.evaluate(MINUS_INFINITY_JS)
+        screenshot(page, f"layout_presenter_{size[0]}x{size[1]}_step6")
+        assert len(found["texts"]) == shown, found["texts"][:3]
+        for text in found["texts"]:
+            image = next(i for i in found["images"] if i["left"] <= text["left"] and text["right"] <= i["right"])
+            cell = image["width"] / 6
+            column = int(((text["left"] + text["right"]) / 2 - image["left"]) // cell)
+            row = int(((text["top"] + text["bottom"]) / 2 - image["top"]) // cell)
+            left, top = image["left"] + column * cell, image["top"] + row * cell
+            inside = left <= text["left"] and text["right"] <= left + cell and top <= text["top"]
+            assert inside and text["bottom"] <= top + cell, f"−∞ at {text} outside its cell at ({left}, {top})"
     finally:
         context.close()

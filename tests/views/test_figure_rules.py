@@ -282,6 +282,19 @@ def test_head_band_labels_never_run_into_each_other():
             assert len(note.text) * CHAR * note.font.size <= 4 * size.cell_width
 
 
+def test_presenter_band_labels_fit_the_cells_a_720p_stage_draws():
+    """Step 11's 2-column matrix was planned at 74 px cells but drawn at 46 on a 1280 × 720 stage: "head 0" (55 px)
+    ran into "head 1". Labels are chosen for the smallest stage's cells, and the lone matrix sits against its bar."""
+    fig = F.matrix_heatmap(np.zeros((6, 2)), None, None, title="context", column_groups=2, presenter=True)
+    assert [note.text for note in fig.layout.annotations] == ["h0", "h1"]
+    plot_h = heatmap_layout.STAGE_LEAST_PX[1] - fig.layout.margin.t - fig.layout.margin.b
+    for note in fig.layout.annotations:
+        assert len(note.text) * CHAR * note.font.size + 4 <= plot_h / 6
+    assert fig.layout.xaxis.constraintoward == "right"
+    wide = F.matrix_heatmap(np.zeros((6, 8)), None, None, title="context", column_groups=2)
+    assert [note.text for note in wide.layout.annotations] == ["head 0", "head 1"]  # 4 columns a head: room
+
+
 def test_cell_values_are_printed_only_when_they_fit():
     rng = np.random.default_rng(6)
     scores = rng.normal(size=(2, 6, 6)).astype(np.float32)

@@ -205,7 +205,9 @@ def test_16_heads_of_1024_tokens_stay_small_and_fast(big_scores, kind):
     for axis in (fig.layout.xaxis, fig.layout.yaxis):  # ... and the axes stop at the matrix's edge
         assert (axis.autorangeoptions.minallowed, axis.autorangeoptions.maxallowed) == (-0.5, 1023.5)
         assert t.customdata is None and "%{z" not in t.hovertemplate
-    assert fig.layout.yaxis.autorange == "reversed"
+    # square cells (a scale anchor) on a fixed range, row 0 at the top: autorange's clip is lost to the anchor
+    assert tuple(fig.layout.yaxis.range) == (1023.5, -0.5) and tuple(fig.layout.xaxis.range) == (-0.5, 1023.5)
+    assert fig.layout.yaxis.scaleanchor == "x"
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 255
     assert len(fig.layout.coloraxis.colorbar.tickvals) == len(fig.layout.coloraxis.colorbar.ticktext) >= 2
     if kind == "scores":

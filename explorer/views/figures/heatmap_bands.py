@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .heatmap_layout import PanelSize, least_stage_cell_px
 from .style import _font, _text_color_on, escape_label, head_colors, text_px
 
 
@@ -55,32 +56,49 @@ def _head_separator(x: float) -> dict:
     )
 
 
-def _band_columns(
-    layout: dict, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, cell_px: float
-) -> int:
-    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs.
-
-    A band's label is "head k" when that fits its width (cell_px per column), else "k", else none: labels never
-    run into their neighbours'.
-    """
+def _band_columns(layout: dict, n_cols: int, groups: int, presenter: bool) -> int:
+    """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs."""
     if n_cols % groups:
         raise ValueError(f"{n_cols} columns do not split into {groups} equal head blocks")
+    width = n_cols // groups
+    band_px = _font(presenter, 1.6)
+    shapes = layout.setdefault("shapes", [])
+    for k, color in enumerate(head_colors(groups)):
+        x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
+        shapes.append(_band_shape(k, x0, x1, band_px, color))
+        if k:
+            shapes.append(_head_separator(x0))
+    return band_px + 6
+
+
+def band_label_text(name: str, k: int, band_px: float, presenter: bool) -> str | None:
+    """Head k's band label: its name ("head k") when that fits the band's width in px, else "hk", else "k", else
+    none, so that a label is never cut or run into its neighbour's."""
+    font = _font(presenter, 0.85)
+    forms = (escape_label(name), f"h{k}", str(k))
+    return next((text for text in forms if text_px(text, font) + 4 <= band_px), None)
+
+
+def _band_labels(
+    figure, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, band_px: float
+) -> None:
+    """Label the bands of ``figure`` (``_band_columns``), each chosen for a band ``band_px`` wide as drawn."""
     names = list(names) if names is not None else [f"head {k}" for k in range(groups)]
     if len(names) != groups:
         raise ValueError(f"{len(names)} group names for {groups} column groups")
     width = n_cols // groups
-    band_px = _font(presenter, 1.6)
-    label_font = _font(presenter, 0.85)
-    band_width_px = width * cell_px
-    shapes, annotations = layout.setdefault("shapes", []), layout.setdefault("annotations", [])
     for k, color in enumerate(head_colors(groups)):
-        x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
-        shapes.append(_band_shape(k, x0, x1, band_px, color))
-        label = next(
-            (text for text in (escape_label(names[k]), str(k)) if text_px(text, label_font) + 4 <= band_width_px), None
-        )
+        label = band_label_text(names[k], k, band_px, presenter)
         if label is not None:
-            annotations.append(_band_label(label, (x0 + x1) / 2, band_px, color, presenter))
-        if k:
-            shapes.append(_head_separator(x0))
-    return band_px + 6
+            x = k * width - 0.5 + width / 2
+            figure.add_annotation(_band_label(label, x, _font(presenter, 1.6), color, presenter))
+
+
+def _label_bands(figure, size: PanelSize, labels_px: float, bands: tuple, presenter: bool) -> None:
+    """The head bands' labels, for the bands as drawn: a stage may draw the cells smaller than planned.
+    ``bands``: the matrix's column count, and (head count, head names) or None (no bands)."""
+    if bands[1] is None:
+        return
+    n_cols, (groups, names) = bands
+    cell_px = least_stage_cell_px(size, figure, labels_px, presenter)
+    _band_labels(figure, n_cols, groups, names, presenter, cell_px * n_cols / groups)

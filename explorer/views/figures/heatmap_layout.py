@@ -14,6 +14,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .style import (
     ALL_LABELS_UP_TO,
     MAX_PANEL_COLUMNS,
@@ -21,6 +23,7 @@ from .style import (
     PRESENTER_SCALE,
     _axis_ticks,
     _font,
+    decode_array,
     text_px,
     to_figure,
 )
@@ -176,6 +179,28 @@ def cell_text_fits(size: PanelSize, widest: str, presenter: bool) -> bool:
     return size.cell_width >= width and size.cell_height >= height
 
 
+# Presenter mode's stage on the smallest projector screen (1280 × 720): the figure column's width, and the viewport's
+# height less 230 px (the heading and the step buttons above it). A stage stretches its figure to this box.
+STAGE_LEAST_PX = (780, 490)
+
+
+def least_stage_cell_px(size: PanelSize, figure, labels_px: float, presenter: bool) -> float:
+    """A cell's width as the smallest stage draws it (presenter mode), else as planned: text inside a cell must
+    fit there. Step 11's 2-column matrix was planned at 74 px cells and drawn at 46 on a 720p stage, which cut its
+    "head 0" band labels. Square cells follow the stage's height (less the figure's margins and a tick line that
+    plotly's automargin adds under the x labels) and its width; stretched ones its width."""
+    if not presenter:
+        return size.cell_width
+    margin = figure.layout.margin
+    plot_h = STAGE_LEAST_PX[1] - margin.t - margin.b - 1.5 * _font(presenter)
+    planned_w = figure.layout.width or FULL_FIGURE_PX
+    room = side_px(presenter, labels_px)
+    scale = max(0.0, STAGE_LEAST_PX[0] - room) / max(1.0, planned_w - room)
+    if size.square:
+        scale = min(scale, max(0.0, plot_h) / size.height)
+    return size.cell_width * min(1.0, scale)
+
+
 def stage_cell_text(figure) -> tuple[object, int, int] | None:
     """(a copy printing its cell values, least stage width, least stage height): the stage's drawn cells hold them.
 
@@ -197,8 +222,12 @@ def stage_cell_text(figure) -> tuple[object, int, int] | None:
     min_w = margin.get("l", 80) + margin.get("r", 80) + need_w * text["cols"] / (x_domain[1] - x_domain[0])
     min_h = margin.get("t", 100) + margin.get("b", 80) + need_h * text["rows"] / (y_domain[1] - y_domain[0])
     for trace in spec["data"]:
-        if (trace.get("meta") or {}).get("role") == "values":
+        role = (trace.get("meta") or {}).get("role")
+        if role == "values":
             trace |= {"texttemplate": text["template"], "textfont": {"size": text["font"]}}
+        elif role == "masked":  # "−∞" in the grey cells, as a page prints them: shorter than any value, so it fits
+            cells = decode_array(trace["z"]) == 1  # 1 where masked, NaN elsewhere (exact cells)
+            trace |= {"text": np.where(cells, "−∞", ""), "texttemplate": "%{text}", "textfont": {"size": text["font"]}}
     return to_figure(spec), math.ceil(min_w), math.ceil(min_h)
 
 

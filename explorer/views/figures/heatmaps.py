@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .downsample import _color_range, _colorbar_ticks, clipped_above, rounding_noise
-from .heatmap_bands import _band_columns
+from .heatmap_bands import _band_columns, _label_bands
 from .heatmap_layout import (
     FULL_FIGURE_PX,
     H_SPACE,
@@ -28,6 +28,7 @@ from .heatmap_traces import _as_heads, _head_traces, _hover, _legend_swatch, _sh
 from .style import (
     _CODE_MAX,
     _KINDS,
+    ALL_LABELS_UP_TO,
     HOVER_EXACT_LIMIT,
     HOVER_TOKENS_LIMIT,
     KINDS,
@@ -71,9 +72,11 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
     """Square cells: each panel's y scale follows its x scale, and the panel shrinks to the left of its place.
 
     The figure's width is set to what the panels need (``layout.width``): a page that draws figures at their own
-    width ("content") gets a matrix as big as its cells, not a page-wide slab; one that stretches them still gets
-    square cells, packed to the left.
+    width ("content") gets a matrix as big as its cells, not a page-wide slab; one that stretches them (a presenter
+    stage) still gets square cells, packed to the left. One matrix without a panel title is packed to the right,
+    against its colour bar: on step 11's stage a 2-column matrix sat 376 px from its bar.
     """
+    alone = h == 1 and not any(a.get("xref") == "paper" for a in layout.get("annotations", []))
     for k in range(h):
         suffix = "" if k == 0 else str(k + 1)
         layout[f"yaxis{suffix}"] |= {  # a figure taller than its cells (a stage) keeps them under their titles
@@ -82,9 +85,19 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
             "constrain": "domain",
             "constraintoward": "top",
         }
-        layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "left"}
+        layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "right" if alone else "left"}
     panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
     layout["width"] = round(panels_px + side_px(presenter, _labels_px(row_labels, presenter)))
+
+
+def _fixed_ranges(layout: dict, h: int, shown) -> None:
+    """Each panel's axes span exactly its matrix (the shrunk bricks' clip), row 0 at the top: a last, shorter brick
+    overhangs no further."""
+    x_end, y_end = (clip["autorangeoptions"]["maxallowed"] for clip in (shown.clip_x, shown.clip_y))
+    for k in range(h):
+        suffix = "" if k == 0 else str(k + 1)
+        layout[f"xaxis{suffix}"] |= {"range": [-0.5, x_end], "autorange": False}
+        layout[f"yaxis{suffix}"] |= {"range": [y_end, -0.5], "autorange": False}
 
 
 def _labels_px(row_labels: list[str], presenter: bool) -> float:
@@ -174,16 +187,33 @@ def _name(panel_names: list[str] | None, k: int) -> str:
     return panel_names[k] if panel_names else ""
 
 
-def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels, titles, shown, presenter) -> None:
+def _grid_layout(grid: tuple[int, int, int], size: PanelSize, names, ticks_px: float, presenter: bool):
+    """(the subplot grid, its plot area's height in px, bare) for ``grid`` = rows, columns, keys. Bare: only the
+    bottom row labels the keys, which every head shares (a presenter grid beyond 32 keys: at 16 heads × 256 each
+    row's turned labels ran into the next row's head titles, on a stage that drew the rows closer than planned)."""
+    n_rows, n_cols, j = grid
+    bare = presenter and j > ALL_LABELS_UP_TO and n_rows > 1
+    gap = row_gap_px(presenter, bool(names), 0 if bare else ticks_px)
+    plot_px = n_rows * size.height + (n_rows - 1) * gap
+    v_space = gap / plot_px if n_rows > 1 else None
+    return subplot_grid(n_rows, n_cols, names, _font(presenter, 1.05), v_space, left=size.square), plot_px, bare
+
+
+def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels, look, shown, bare: bool) -> None:
     """Ticks and titles on every panel's axes (``grid`` = heads, rows, columns; ``labels`` = rows' labels, and the
-    x ticks with whether they are turned)."""
+    x ticks with whether they are turned; ``look``: the axis titles, presenter). ``bare``: see ``_grid_layout``."""
     h, n_rows, n_cols = grid
+    presenter, titles = look["presenter"], (look["row_title"], look["col_title"])
     short_rows, (x_axis_ticks, turned) = labels
     y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
     ticks = (x_axis_ticks, _axis_ticks(short_rows, y_ticks))
     _axes(layout, grid, ticks, titles, (shown.clip_x, shown.clip_y), -90 if turned else 0)
-    if size.square and shown.exact:  # shrunk bricks clip their last block by autorange, which a scale anchor undoes
-        _square_cells(layout, h, n_cols, size, short_rows, presenter)
+    for k in range(h - n_cols if bare else 0):  # every row above the last (the last may be short: 5 = 3 + 2)
+        layout[f"xaxis{k + 1 if k else ''}"] |= {"showticklabels": False, "ticks": ""}
+    if size.square:  # shrunk bricks are clipped to the matrix by a fixed range: autorange's clip is lost to a scale
+        _square_cells(layout, h, n_cols, size, short_rows, presenter)  # anchor (16 × 256 was drawn 201 × 79 px)
+        if not shown.exact:
+            _fixed_ranges(layout, h, shown)
 
 
 def _swatches(data: list[dict], masked_label: str, presenter: bool) -> list[dict]:
@@ -238,21 +268,14 @@ def _heatmap_figure(
     widest = _widest_value(z) if noise is None else "-0e-00"
     text = (shown.exact and kind not in ("mask", "keep"), cell_text_fits(size, widest, presenter))
     look = _look(kind, (row_title, col_title), hover, customdata, text, presenter, noise)
-    gap = row_gap_px(presenter, bool(panel_names), ticks_px)
-    plot_px = n_rows * size.height + (n_rows - 1) * gap
-    v_space = gap / plot_px if n_rows > 1 else None
-    layout = subplot_grid(
-        n_rows, n_cols, panel_names, _font(presenter, 1.05), v_space, left=size.square and shown.exact
-    )
+    layout, plot_px, bare = _grid_layout((n_rows, n_cols, j), size, panel_names, ticks_px, presenter)
     data = [trace for k in range(h) for trace in _head_traces(z, shown, k, lo, hi, _name(panel_names, k), look)]
-    _grid_axes(
-        layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), (row_title, col_title), shown, presenter
-    )
+    _grid_axes(layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), look, shown, bare)
     bar_px = _colour_bar(layout, z, kind, (lo, hi), shown.exact, plot_px, presenter, noise)
     beside_px = _legend_under_bar(layout, data, look["masked_label"], bar_px, plot_px, presenter)
     above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
-        above_plot_px += _band_columns(layout, j, *column_bands, presenter, size.cell_width)
+        above_plot_px += _band_columns(layout, j, column_bands[0], presenter)
     figure = finish_figure(
         {"data": data, "layout": layout},
         title,
@@ -262,6 +285,7 @@ def _heatmap_figure(
         below_px=max(below_plot_px(presenter, ticks_px), round(beside_px - plot_px)),
         above_plot_px=above_plot_px,
     )
+    _label_bands(figure, size, _labels_px(short_rows, presenter), (j, column_bands), presenter)
     return _leave_stage_text(figure, look, widest, (i, j))
 
 
