@@ -252,3 +252,43 @@ def test_step_6_prints_minus_infinity_inside_its_masked_cells_on_the_stage(brows
             assert inside and text["bottom"] <= top + cell, f"−∞ at {text} outside its cell at ({left}, {top})"
     finally:
         context.close()
+
+
+# The first chart's tick labels, each with its box, axis by axis.
+TICK_BOXES_JS = """
+() => {
+  const chart = document.querySelector("[data-testid='stMain'] .js-plotly-plot");
+  const box = (el) => { const r = el.getBoundingClientRect();
+    return {text: el.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+  const axes = [...chart.querySelectorAll("g.xaxislayer-above, g.yaxislayer-above")];
+  return axes.map(axis => [...axis.querySelectorAll(".xtick text, .ytick text")].map(box)
+    .filter(b => b.right > b.left));
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "query", ["num_tokens=16", "num_tokens=32&num_heads=4"], ids=["2 heads x 16 tokens", "4 heads x 32 tokens"]
+)
+def test_a_720p_stage_never_squeezes_its_figure_so_tick_labels_never_overprint(browser, app_url, query):
+    """Before: a figure planned taller or wider than the stage was squeezed into it (2 heads × 16 tokens, planned
+    1,480 px tall, drawn 490; 4 × 32 planned 1,422 × 5,018 drawn 787 × 490): its labels printed over each other.
+    Now the stage keeps the planned size, and scrolls."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, device_scale_factor=1)
+    page = context.new_page()
+    try:
+        open_page(page, f"{app_url}/?presenter=true&{query}")
+        axes = page.evaluate(TICK_BOXES_JS)
+        screenshot(page, f"layout_presenter_1280x720_{query.replace('&', '_')}")
+        tokens = int(query.split("num_tokens=")[1].split("&")[0])
+        labelled = [labels for labels in axes if labels]  # a stacked head below another may share its key labels
+        assert len(labelled) >= 2 and all(len(labels) == tokens for labels in labelled), [len(a) for a in axes]
+        for labels in labelled:
+            for a, b in zip(labels, labels[1:], strict=False):
+                # a turned label's box is a line high, a little wider than its glyphs: 6 px (a quarter of the
+                # 24 px type) of box may overlap; squeezed, neighbours lay 1-2 px apart
+                across = min(a["right"], b["right"]) - max(a["left"], b["left"])
+                down = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
+                assert min(across, down) <= 6, f"tick labels {a['text']!r} and {b['text']!r} overlap: {a} {b}"
+    finally:
+        context.close()
