@@ -27,6 +27,8 @@ import numpy as np
 import plotly.colors as pcolors
 import plotly.graph_objects as go
 
+from explorer.views.figures.margins import hold_margins
+
 BASE_FONT_SIZE = 15
 PRESENTER_SCALE = 1.6
 
@@ -324,80 +326,6 @@ def _set_text_sizes(layout: dict, presenter: bool) -> None:
         colorbar["ticklabeloverflow"] = NO_OVERFLOW_CHECK
         colorbar["title"] = {"font": {"size": size}} | colorbar.get("title", {})
     layout["legend"] = {"font": {"size": size}} | layout.get("legend", {})
-
-
-# plotly.js lays a figure out, measures its tick labels, colour bar and legend, and where they need more margin than
-# the layout gives (automargin) lays it out and draws it all again, more than once when one push moves another
-# (issue 20: the defaults' five figures, newPlot in a bare page, 2.16 s → 0.85 s given the margins plotly ends with).
-# Margins that already hold them are drawn once. automargin stays on: a label wider than estimated still gets its
-# room (at the cost of the second draw, as before). Widths measured in Chromium with Streamlit's Source Sans: digits
-# 0.50 em, lower-case letters 0.39–0.53 em (the widest label is what counts); the constants below are plotly's pushes measured at fonts 15 and 24 (ticks
-# outside, title standoff 12, colour bar thickness 18) less the labels' widths.
-_EM_OF = {"m": 0.75, "w": 0.68, "M": 0.85, "W": 0.9, ".": 0.25, ",": 0.25, ":": 0.25, ";": 0.25, "-": 0.32, " ": 0.22, "'": 0.22, "|": 0.25}
-MARGIN_SLACK_PX = 1  # plotly redraws on a change of more than 1 px
-WIDE_PAGE_PX = 1200  # a figure without its own width: the page's main column on a 1600-px screen is 1140 px
-
-
-def _em(char: str) -> float:
-    """An upper estimate of one character's width in Source Sans, in em."""
-    if char in _EM_OF:
-        return _EM_OF[char]
-    return 0.48 if char.islower() else 0.5 if char.isdigit() else 0.62
-
-
-def _label_px(labels, font: float) -> float:
-    """The widest label's width in pixels (markup dropped), estimated from above."""
-    plain = (html.unescape(re.sub(r"<[^>]*>", "", str(t))) for t in labels)
-    return max((sum(_em(c) for c in text) * font for text in plain), default=0.0)
-
-
-def _edge_axes(layout: dict, letter: str) -> list[dict]:
-    """The axes of ``letter`` with tick text that sit on the figure's left (y) or bottom (x) edge."""
-    other = "x" if letter == "y" else "y"
-    found = []
-    for key, axis in layout.items():
-        if not re.fullmatch(f"{letter}axis[0-9]*", key) or not axis.get("ticktext"):
-            continue
-        if axis.get("showticklabels") is False or axis.get("visible") is False or axis.get("side") in ("right", "top"):
-            continue
-        anchor = layout.get(f"{other}axis{str(axis.get('anchor', ''))[1:]}", {})
-        if anchor.get("domain", [0.0, 1.0])[0] <= 1e-9:
-            found.append(axis)
-    return found
-
-
-def _colorbar_px(bar: dict, font: float) -> float | None:
-    """The width a vertical colour bar at its default place needs right of the plot, or None (not estimated)."""
-    if bar.get("orientation", "v") != "v" or "x" in bar or not bar.get("ticktext"):
-        return None
-    title = str(bar.get("title", {}).get("text", ""))
-    need = _label_px(bar["ticktext"], font) + bar.get("thickness", 30) + 36 + 2 * font
-    return max(need, _label_px([title], font) + 20 + font)
-
-
-def hold_margins(layout: dict, data: Sequence[Mapping]) -> None:
-    """Margins that hold what plotly.js's automargin would push (see above): left for the edge y axes' tick labels
-    and title, bottom for turned x labels, right for the colour bar and a legend beside it. Each margin only grows;
-    a side this cannot estimate is left as it is (plotly pushes it, as before)."""
-    font = float(layout.get("font", {}).get("size", BASE_FONT_SIZE))
-    margin = layout["margin"]
-    for axis in _edge_axes(layout, "y"):
-        titled = bool(axis.get("title", {}).get("text"))
-        need = _label_px(axis["ticktext"], font) + (31 + 1.26 * font if titled else 1.35 * font)
-        margin["l"] = max(margin["l"], math.ceil(need) + MARGIN_SLACK_PX)
-    for axis in _edge_axes(layout, "x"):
-        if abs(axis.get("tickangle", 0) or 0) == 90 and axis.get("title", {}).get("text"):
-            need = _label_px(axis["ticktext"], font) + 4.07 * font
-            margin["b"] = max(margin["b"], math.ceil(need) + MARGIN_SLACK_PX)
-    bar = layout.get("coloraxis", {}).get("colorbar")
-    beside = _colorbar_px(bar, font) if bar is not None else None
-    if beside is not None:  # the bar starts at 1.02 of the plot's width (a page's column: WIDE_PAGE_PX at most)
-        need = (0.02 * ((layout.get("width") or WIDE_PAGE_PX) - margin["l"]) + beside) / 1.02
-        legend = layout.get("legend", {})
-        if legend.get("x") == 1.0 and legend.get("xanchor") == "left":
-            names = [t.get("name", "") for t in data if t.get("showlegend")]
-            need = max(need, _label_px(names, font) + 3.7 * font)
-        margin["r"] = max(margin["r"], math.ceil(need) + MARGIN_SLACK_PX)
 
 
 # plotly's "none" template as it appears in figure JSON: no styling beyond plotly.js's own defaults.
