@@ -7,8 +7,8 @@ that already hold them are drawn once. automargin stays on: a label wider than e
 cost of the second draw, as before). Widths measured in Chromium with Streamlit's Source Sans: digits 0.50 em,
 lower-case letters 0.39–0.53 em (the widest label is what counts); the constants below are plotly's pushes measured
 at fonts 15 and 24 (ticks outside, title standoff 12, colour bar thickness 18) less the labels' widths.
-Measured against plotly's own margins at the Explorer's defaults and at 8 heads × 512 tokens: every side held,
-1–7 px over (tests/views/test_margins.py).
+Measured against plotly's own margins at the Explorer's defaults and at 8 heads × 512 tokens: every side held, 0–9
+px over, and 18 px under one figure whose square cells held its turned labels (tests/views/test_margins.py).
 """
 
 from __future__ import annotations
