@@ -69,11 +69,11 @@ def _colorbar_px(bar: dict, font: float) -> float | None:
     return max(need, _label_px([title], font) + 20 + font)
 
 
-def hold_margins(layout: dict, data: Sequence[Mapping]) -> None:
+def hold_margins(layout: dict, data: Sequence[Mapping]) -> dict:
     """Margins that hold what plotly.js's automargin would push (see above): left for the edge y axes' tick labels
     and title, bottom for the x labels and title (upright ones only under a plot that its panels fill), right for
     the colour bar and a legend beside it. Each margin only grows; a side this cannot estimate is left as it is
-    (plotly pushes it, as before)."""
+    (plotly pushes it, as before). Returns the layout's margin."""
     font = float(layout.get("font", {}).get("size", 15))
     margin = layout["margin"]
     for axis in _edge_axes(layout, "y"):
@@ -92,10 +92,11 @@ def hold_margins(layout: dict, data: Sequence[Mapping]) -> None:
         margin["b"] = max(margin["b"], math.ceil(need) + MARGIN_SLACK_PX)
     bar = layout.get("coloraxis", {}).get("colorbar")
     beside = _colorbar_px(bar, font) if bar is not None else None
-    if beside is not None:  # the bar starts at 1.02 of the plot's width (a page's column: WIDE_PAGE_PX at most)
+    if beside is not None:  # the bar starts at 1.02 of the plot's width (no width of its own: WIDE_PAGE_PX)
         need = (0.02 * ((layout.get("width") or WIDE_PAGE_PX) - margin["l"]) + beside) / 1.02
         legend = layout.get("legend", {})
         if legend.get("x") == 1.0 and legend.get("xanchor") == "left":
             names = [t.get("name", "") for t in data if t.get("showlegend")]
             need = max(need, _label_px(names, font) + 3.7 * font)
         margin["r"] = max(margin["r"], math.ceil(need) + MARGIN_SLACK_PX)
+    return margin
