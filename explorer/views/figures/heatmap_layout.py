@@ -342,6 +342,7 @@ def one_column(figure, width_px: int = PHONE_FIGURE_PX):
                 title |= {"x": 0.0, "xanchor": "left", "y": top}
         top -= (side + gap) / total
     _bar_below(layout, bar_px / total)
+    layout["margin"]["r"] = 10  # nothing beside the grid now (finish_figure held room for the bar there)
     layout.pop("width", None)
     layout["margin"]["b"] = round(2 * font + 20) if "legend" in layout else 10
     layout["height"] = round(layout["margin"]["t"] + total + layout["margin"]["b"])

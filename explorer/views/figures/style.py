@@ -27,6 +27,8 @@ import numpy as np
 import plotly.colors as pcolors
 import plotly.graph_objects as go
 
+from explorer.views.figures.margins import hold_margins
+
 BASE_FONT_SIZE = 15
 PRESENTER_SCALE = 1.6
 
@@ -284,7 +286,7 @@ def finish_figure(
         margin={"l": 10, "r": 10, "t": top, "b": below_px},
         meta={"filename": _slug(title)},
     )
-    _set_text_sizes(layout, presenter)
+    below_px = hold_margins(_set_text_sizes(layout, presenter), spec.get("data", []))["b"]  # sizes, then margins
     if plot_px is not None:  # the plot area's height is given: the figure is that plus its margins
         height = top + plot_px + below_px
     if legend_entries:  # tall enough for every legend entry beside the plot: none cut
@@ -300,7 +302,7 @@ def finish_figure(
 NO_OVERFLOW_CHECK = "allow"
 
 
-def _set_text_sizes(layout: dict, presenter: bool) -> None:
+def _set_text_sizes(layout: dict, presenter: bool) -> dict:
     """Every axis's tick labels and title, the colour bar's and the legend's text at the figure's font size.
 
     Set on each, not only as layout.font: a page theme's template (Streamlit's) sets these sizes itself, smaller,
@@ -322,6 +324,7 @@ def _set_text_sizes(layout: dict, presenter: bool) -> None:
         colorbar["ticklabeloverflow"] = NO_OVERFLOW_CHECK
         colorbar["title"] = {"font": {"size": size}} | colorbar.get("title", {})
     layout["legend"] = {"font": {"size": size}} | layout.get("legend", {})
+    return layout
 
 
 # plotly's "none" template as it appears in figure JSON: no styling beyond plotly.js's own defaults.
