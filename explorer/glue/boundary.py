@@ -37,8 +37,8 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
         figure, staged = panel.figure, figures.stage_cell_text(panel.figure)
         if figure.layout.height:  # ints from the view's plan
             wider = int(figure.layout.width or 0) > figures.FULL_FIGURE_PX  # it outgrew the page to keep its labels
-            least = {"key": f"stage_{panel.key}", "height": int(figure.layout.height)}
-            st.html(STAGE_LEAST_CSS.format(**least, width=int(figure.layout.width) if wider else 0))
+            least = {"height": int(STAGE_SQUEEZE * figure.layout.height), "key": f"stage_{panel.key}"}
+            st.html(STAGE_LEAST_CSS.format(**least, width=int(STAGE_SQUEEZE * figure.layout.width) if wider else 0))
         if staged is not None:  # cell values, shown once the stage's drawn cells hold them
             figure = staged[0]
             st.html(STAGE_TEXT_CSS.format(key=f"stage_{panel.key}", width=staged[1], height=staged[2]))
@@ -58,9 +58,11 @@ STAGE_CSS = (
 )
 
 
-# A stage grows its figure to the screen but never squeezes it below its planned size, where every label has its
-# room; a larger figure scrolls. Trained heads' 2 heads × 16 tokens (planned 1,466 px tall) were squeezed onto a 490 px
-# stage at 720p, and the Explorer's 4 heads × 32 tokens (1,422 px wide) into 787 px: labels printed over each other.
+# A stage grows its figure to the screen but squeezes it to no less than STAGE_SQUEEZE of its planned size, where
+# every label has room to spare (1.4 lines each); a larger figure scrolls. At 720p, Trained heads' 2 heads × 16 tokens
+# (planned 1,466 px tall) were squeezed to 490 px, and the Explorer's 4 × 32 from 1,422 × 5,018 to 787 × 490: labels
+# printed over each other.
+STAGE_SQUEEZE = 0.75  # the defaults' figures (513 and 624 px planned) still fit a 720p stage's 490 px
 STAGE_LEAST_CSS = (
     "<style>.st-key-{key} {{ min-height: {height}px !important; overflow-x: auto; }} "
     ".st-key-{key} [data-testid='stElementContainer'], .st-key-{key} [data-testid='stPlotlyChart'] "
