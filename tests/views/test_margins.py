@@ -7,11 +7,14 @@ a few pixels at most (else the plot shrinks visibly).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from explorer.views import attention_explorer
 from explorer.views import figures as F
-from explorer.views.figures import heatmap_layout, margins
+from explorer.views.figures import heatmap_layout, margins, text_width
 from tests.views.test_figure_speed import run_at
 
 # title → plotly's (l, r, b) at the defaults (2 heads × 6 tokens, normal mode, 1600 × 1000 window)
@@ -40,10 +43,15 @@ def test_the_defaults_figures_hold_plotlys_own_margins_within_a_few_pixels():
     assert checked == len(PLOTLY_MARGINS)
 
 
-def test_label_widths_are_estimated_from_above_for_digits_and_the_measured_words():
-    # Chromium, Source Sans at 15 px: "0" 7.5, "-0.268" 38.2, "journey" 47.9, "may attend" 71.0
-    for text, measured in (("0", 7.5), ("-0.268", 38.2), ("journey", 47.9), ("may attend", 71.0)):
-        assert measured <= margins._label_px([text], 15) <= measured * 1.08, text
+def test_margins_size_labels_by_the_one_text_width_estimate_the_layout_uses():
+    """The margins and the layout (labels turned, ticks thinned) once estimated widths apart (0.48 against 0.55 em a
+    lower-case letter); both read ``text_width`` now, so a y axis's margin is its widest label by that estimate."""
+    labels = ["mmm", "journey", "&lt;|endoftext|&gt;", "<b>ab</b>"]
+    for font in (15, 24):
+        layout = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": {"size": font}, "yaxis": {"ticktext": labels}}
+        need = max(text_width.text_px(label, font) for label in labels) + 1.35 * font
+        assert margins.hold_margins(layout, [])["l"] == math.ceil(need) + margins.MARGIN_SLACK_PX
+        assert heatmap_layout.tick_text_px(labels, True, font == 24) == pytest.approx(need - 0.75 * font)
 
 
 def test_a_margin_only_grows_and_a_phone_layout_gives_the_bar_room_back():

@@ -8,7 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap_layout import DIGIT_WIDTH, FULL_FIGURE_PX
-from .style import _font, _labels, _short, _text_color_on, _tint, finish_figure, head_colors, text_px
+from .style import _font, _labels, _short, _text_color_on, _tint, finish_figure, head_colors
+from .text_width import text_px
 
 RESHAPE_STAGES = ("flat", "view", "transpose")
 _RESHAPE_MAX_TOKENS = 8

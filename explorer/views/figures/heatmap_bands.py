@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .heatmap_layout import PanelSize, least_stage_cell_px
-from .style import _font, _text_color_on, escape_label, head_colors, text_px
+from .style import _font, _text_color_on, escape_label, head_colors
+from .text_width import text_px
 
 
 def _band_shape(k: int, x0: float, x1: float, band_px: float, color: str) -> dict:

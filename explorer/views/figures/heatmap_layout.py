@@ -24,9 +24,9 @@ from .style import (
     _axis_ticks,
     _font,
     decode_array,
-    text_px,
     to_figure,
 )
+from .text_width import text_px, widest_px
 
 FULL_FIGURE_PX = 900  # a page-wide figure on a 1280-px screen with the sidebar open
 CELL_MAX_PX = 46  # a cell is at most this big: enough for "-0.35" at the cell font
@@ -107,7 +107,7 @@ def _grown(size: PanelSize, i: int, j: int, need: float) -> PanelSize:
 
 def x_labels_turned(size: PanelSize, labels: list[str], presenter: bool) -> bool:
     """Whether every one of ≤ 32 labels is drawn turned (−90°): upright, the widest would leave its cell."""
-    widest = max((text_px(label, _font(presenter)) for label in labels), default=0.0)
+    widest = widest_px(labels, _font(presenter))
     return len(labels) <= ALL_LABELS_UP_TO and size.cell_width < widest + 1.2 * _font(presenter)
 
 
@@ -116,7 +116,7 @@ def x_ticks(size: PanelSize, labels: list[str], n_cols: int, presenter: bool) ->
     would run into the next panel's first (both are kept: the first and the last are always labelled)."""
     ticks = _axis_ticks(labels, min(MAX_TICKS, x_tick_count(size, labels, presenter)))
     shown = ticks["ticktext"]
-    widest = max((text_px(label, _font(presenter)) for label in shown), default=0.0)
+    widest = widest_px(shown, _font(presenter))
     turned = x_labels_turned(size, labels, presenter) or len(shown) * (widest + 8) > size.width
     if not turned and len(clear_of_next_panel(ticks, n_cols, size, presenter)["tickvals"]) < len(ticks["tickvals"]):
         turned = True
@@ -127,7 +127,7 @@ def tick_text_px(labels: list[str], turned: bool, presenter: bool) -> float:
     """How tall the x tick labels stand: one line, or the widest label when turned."""
     if not turned:
         return 1.6 * _font(presenter)
-    return max((text_px(label, _font(presenter)) for label in labels), default=0.0) + 0.6 * _font(presenter)
+    return widest_px(labels, _font(presenter)) + 0.6 * _font(presenter)
 
 
 def tick_count(pixels: float, label_px: float) -> int:
@@ -137,7 +137,7 @@ def tick_count(pixels: float, label_px: float) -> int:
 
 def x_tick_count(size: PanelSize, labels: list[str], presenter: bool) -> int:
     """Labels under a panel: as many as fit across it upright, so none overlaps or is rotated."""
-    widest = max((text_px(label, _font(presenter)) for label in labels), default=0.0)
+    widest = widest_px(labels, _font(presenter))
     return tick_count(size.width, widest)
 
 
@@ -302,7 +302,7 @@ def _stack_gap_px(x_axis: dict, font: float, titled: bool) -> float:
     lower one's title."""
     ticks = [str(t) for t in x_axis.get("ticktext") or []]
     turned = x_axis.get("tickangle") == -90
-    ticks_px = max((text_px(t, font) for t in ticks), default=0.0) + 0.6 * font if turned else 1.6 * font
+    ticks_px = widest_px(ticks, font) + 0.6 * font if turned else 1.6 * font
     return ticks_px + 1.5 * font + (1.7 * font if titled else 0) + 10
 
 

@@ -43,8 +43,8 @@ from .style import (
     escape_label,
     finish_figure,
     legend_px,
-    text_px,
 )
+from .text_width import widest_px
 
 
 def _axes(layout: dict, grid: tuple[int, int, int], ticks: tuple[dict, dict], titles: tuple[str, str], clip, angle):
@@ -102,7 +102,7 @@ def _fixed_ranges(layout: dict, h: int, shown) -> None:
 
 def _labels_px(row_labels: list[str], presenter: bool) -> float:
     """The row labels' width and the rotated axis title's, left of the first panel."""
-    return max((text_px(label, _font(presenter)) for label in row_labels), default=0.0) + 2 * _font(presenter)
+    return widest_px(row_labels, _font(presenter)) + 2 * _font(presenter)
 
 
 COLORBAR_LEN = 0.75  # of the plot's height: the rest is for the masked/NaN legend below it

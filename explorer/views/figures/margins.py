@@ -4,39 +4,23 @@ plotly.js lays a figure out, measures its tick labels, colour bar and legend, an
 the layout gives (automargin) lays it out and draws it all again, more than once when one push moves another (issue
 20: the defaults' five figures, newPlot in a bare page, 2.16 s → 0.85 s given the margins plotly ends with). Margins
 that already hold them are drawn once. automargin stays on: a label wider than estimated still gets its room (at the
-cost of the second draw, as before). Widths measured in Chromium with Streamlit's Source Sans: digits 0.50 em,
-lower-case letters 0.39–0.53 em (the widest label is what counts); the constants below are plotly's pushes measured
-at fonts 15 and 24 (ticks outside, title standoff 12, colour bar thickness 18) less the labels' widths.
+cost of the second draw, as before). Label widths are ``text_width``'s estimate, the one every figure uses; the
+constants below are plotly's pushes measured at fonts 15 and 24 (ticks outside, title standoff 12, colour bar
+thickness 18) less the labels' widths.
 Measured against plotly's own margins at the Explorer's defaults and at 8 heads × 512 tokens: every side held, 0–9
 px over, and 18 px under one figure whose square cells held its turned labels (tests/views/test_margins.py).
 """
 
 from __future__ import annotations
 
-import html
 import math
 import re
 from collections.abc import Mapping, Sequence
 
-_EM_OF = {  # measured in Chromium; other letters 0.48 em (a few lower-case ones reach 0.53: automargin covers)
-    **{"m": 0.75, "w": 0.68, "M": 0.85, "W": 0.9},
-    **{".": 0.25, ",": 0.25, ":": 0.25, ";": 0.25, "-": 0.32, " ": 0.22, "'": 0.22, "|": 0.25},
-}
+from explorer.views.figures.text_width import widest_px
+
 MARGIN_SLACK_PX = 1  # plotly redraws on a change of more than 1 px
 WIDE_PAGE_PX = 1200  # a figure without its own width: the page's main column on a 1600-px screen is 1140 px
-
-
-def _em(char: str) -> float:
-    """An upper estimate of one character's width in Source Sans, in em."""
-    if char in _EM_OF:
-        return _EM_OF[char]
-    return 0.48 if char.islower() else 0.5 if char.isdigit() else 0.62
-
-
-def _label_px(labels, font: float) -> float:
-    """The widest label's width in pixels (markup dropped), estimated from above."""
-    plain = (html.unescape(re.sub(r"<[^>]*>", "", str(t))) for t in labels)
-    return max((sum(_em(c) for c in text) * font for text in plain), default=0.0)
 
 
 def _edge_axes(layout: dict, letter: str) -> list[dict]:
@@ -65,8 +49,8 @@ def _colorbar_px(bar: dict, font: float) -> float | None:
     if bar.get("orientation", "v") != "v" or "x" in bar or not bar.get("ticktext"):
         return None
     title = str(bar.get("title", {}).get("text", ""))
-    need = _label_px(bar["ticktext"], font) + bar.get("thickness", 30) + 36 + 2 * font
-    return max(need, _label_px([title], font) + 20 + font)
+    need = widest_px(bar["ticktext"], font) + bar.get("thickness", 30) + 36 + 2 * font
+    return max(need, widest_px([title], font) + 20 + font)
 
 
 def hold_margins(layout: dict, data: Sequence[Mapping]) -> dict:
@@ -78,13 +62,13 @@ def hold_margins(layout: dict, data: Sequence[Mapping]) -> dict:
     margin = layout["margin"]
     for axis in _edge_axes(layout, "y"):
         titled = bool(axis.get("title", {}).get("text"))
-        need = _label_px(axis["ticktext"], font) + (31 + 1.26 * font if titled else 1.35 * font)
+        need = widest_px(axis["ticktext"], font) + (31 + 1.26 * font if titled else 1.35 * font)
         margin["l"] = max(margin["l"], math.ceil(need) + MARGIN_SLACK_PX)
     for axis in _edge_axes(layout, "x"):
         if not axis.get("title", {}).get("text"):
             continue
         if abs(axis.get("tickangle", 0) or 0) == 90:
-            need = _label_px(axis["ticktext"], font) + 4.07 * font
+            need = widest_px(axis["ticktext"], font) + 4.07 * font
         elif not _square(layout, axis):  # square cells leave upright labels room inside the plot: not estimated
             need = 34 + 3.11 * font
         else:
@@ -97,6 +81,6 @@ def hold_margins(layout: dict, data: Sequence[Mapping]) -> dict:
         legend = layout.get("legend", {})
         if legend.get("x") == 1.0 and legend.get("xanchor") == "left":
             names = [t.get("name", "") for t in data if t.get("showlegend")]
-            need = max(need, _label_px(names, font) + 3.7 * font)
+            need = max(need, widest_px(names, font) + 3.7 * font)
         margin["r"] = max(margin["r"], math.ceil(need) + MARGIN_SLACK_PX)
     return margin

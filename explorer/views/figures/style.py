@@ -28,6 +28,7 @@ import plotly.colors as pcolors
 import plotly.graph_objects as go
 
 from explorer.views.figures.margins import hold_margins
+from explorer.views.figures.text_width import MARKUP
 
 BASE_FONT_SIZE = 15
 PRESENTER_SCALE = 1.6
@@ -55,7 +56,6 @@ GRID_COLOR = "rgba(128,128,128,0.3)"  # reads on a light and on a dark page
 # title font about 0.55 of its size (20 px normal, 31 px presenter).
 TITLE_CHARS = 50
 TITLE_CHARS_PRESENTER = 32
-CHAR_WIDTH = 0.55  # a character's width as a fraction of the font size: a generous estimate for the UI font
 NARROW_FIGURE_PX = 500  # half a wide page on a 1280-px screen with the sidebar open (Step through's right column)
 
 
@@ -155,7 +155,7 @@ def figure_nbytes(fig: go.Figure) -> int:
 
 
 def _slug(title: str) -> str:
-    text = re.sub(r"<[^>]*>", " ", title)  # drop <b>, <br> and the like
+    text = MARKUP.sub(" ", title)  # drop <b>, <br> and the like
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80] or "figure"
 
 
@@ -222,12 +222,6 @@ def wrap(text: str, max_chars: int) -> str:
         else:
             lines.append(word)
     return "<br>".join(lines)
-
-
-def text_px(text: str, font_px: float) -> float:
-    """An upper estimate of the width of one line of text, in pixels."""
-    plain = html.unescape(re.sub(r"<[^>]*>", "", text))
-    return len(plain) * CHAR_WIDTH * font_px
 
 
 def _font(presenter: bool, factor: float = 1.0) -> int:
