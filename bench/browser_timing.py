@@ -76,7 +76,7 @@ window.WebSocket = class extends Socket {
 QUIET_JS = "q => window.__lastChange > 0 && performance.now() - window.__lastChange > q"
 
 # Every chart's figure as plotly.js holds it (typed arrays as plain lists, so that JSON carries them).
-FIGURES_JS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].map(gd =>
+FIGURES_JS = """() => [...document.querySelectorAll(".mha-chart.js-plotly-plot")].map(gd =>
   JSON.stringify({data: gd.data, layout: gd.layout}, (k, v) => ArrayBuffer.isView(v) ? Array.from(v) : v))"""
 
 FLOOR_HTML = f"""<!doctype html><html><head><meta charset="utf-8">

@@ -34,6 +34,7 @@ import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from explorer.glue import boundary, training_cache  # noqa: E402, F401  (boundary sets torch's threads, as the server does)
+from explorer.glue.chart import ELEMENT, figure_of  # noqa: E402
 from explorer.glue.settings import parse_query  # noqa: E402
 from explorer.views.figures import decode_array  # noqa: E402
 from mha_core import runs  # noqa: E402
@@ -98,8 +99,8 @@ def _shown_arrays(at: AppTest) -> list[np.ndarray]:
                 for value in node:
                     walk(value)
 
-    for chart in at.get("plotly_chart"):
-        figure = json.loads(chart.proto.spec)
+    for chart in at.get(ELEMENT):
+        figure = figure_of(chart.proto)
         for trace in figure["data"]:
             for key in ("z", "x", "y"):
                 if key in trace:
@@ -157,7 +158,7 @@ def _open(page: str, query: dict[str, str]) -> AppTest:
     if page.endswith("5_Trained_heads.py") and not at.button(key="tr_train").disabled:  # disabled: already trained
         at.button(key="tr_train").click().run()
         for _ in range(200):  # the job trains in its own thread; the page follows it
-            if at.get("plotly_chart") and not training_cache.current_job():
+            if at.get(ELEMENT) and not training_cache.current_job():
                 break
             time.sleep(0.1)
             at.run()
@@ -165,8 +166,8 @@ def _open(page: str, query: dict[str, str]) -> AppTest:
         at.button(key="cost_measure").click().run()
     at.run()
     errors = [e.value for e in at.error]
-    if errors or not at.get("plotly_chart"):
-        raise RuntimeError(f"{page} with {query}: errors {errors}, {len(at.get('plotly_chart'))} charts")
+    if errors or not at.get(ELEMENT):
+        raise RuntimeError(f"{page} with {query}: errors {errors}, {len(at.get(ELEMENT))} charts")
     return at
 
 
@@ -183,7 +184,7 @@ def measure(page: str, query: dict[str, str], repeats: int) -> dict[str, float]:
     arrays = _shown_arrays(at)
     floor = median_seconds(forward, CPU, repeats) + median_seconds(lambda: _json_of(arrays), CPU, repeats)
     miss, hit = statistics.median(misses), statistics.median(hits)
-    return {"miss": miss, "hit": hit, "floor": floor, "charts": len(at.get("plotly_chart"))}
+    return {"miss": miss, "hit": hit, "floor": floor, "charts": len(at.get(ELEMENT))}
 
 
 def _quiet_logs() -> None:

@@ -6,7 +6,7 @@ timed in place, around the functions that do them, in the script thread:
 * forward: ``runs.run_explorer`` (the traced module run);
 * figures: ``attention_explorer.build_view`` (every panel built), of which downsampling (``_block_reduce``)
   and plotly's figure objects (``style.to_figure``) are shown on their own;
-* serialising: ``st.plotly_chart`` (plotly's ``to_dict`` and ``to_json``, Streamlit's id hash, the protobuf);
+* serialising: ``chart.draw`` (plotly's ``to_json``, Streamlit's identity hash of the bytes, the protobuf);
 * the whole page body (``boundary.run_page``).
 
     python bench/server_share.py [--repeats 5]
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rerun_cost  # noqa: E402  (sets up the path and times boundary.run_page)
 import streamlit as st  # noqa: E402
 
-from explorer.glue import byte_cache  # noqa: E402
+from explorer.glue import caches, chart  # noqa: E402
 from explorer.views import attention_explorer  # noqa: E402
 from explorer.views.figures import heatmap_traces, style  # noqa: E402
 from mha_core import runs  # noqa: E402
@@ -64,18 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     timed(attention_explorer, "build_view", "figures")
     timed(heatmap_traces, "_block_reduce", "of which downsampling")
     timed(style, "to_figure", "of which plotly figure objects")
-    timed(st, "plotly_chart", "serialising (st.plotly_chart)")
+    timed(chart, "draw", "serialising (the chart element)")
     at = rerun_cost._open("app.py", QUERY)
     rows: dict[str, list[float]] = collections.defaultdict(list)
     for _ in range(args.repeats):
         st.cache_data.clear()
         st.cache_resource.clear()
-        byte_cache.clear_all()
+        caches.clear_all()
         SECONDS.clear()
         rows["page body (boundary.run_page)"].append(rerun_cost._rerun_seconds(at))
         for part in ("forward", "figures", "of which downsampling", "of which plotly figure objects"):
             rows[part].append(SECONDS[part])
-        rows["serialising (st.plotly_chart)"].append(SECONDS["serialising (st.plotly_chart)"])
+        rows["serialising (the chart element)"].append(SECONDS["serialising (the chart element)"])
     print(f"| 8 heads × 512 tokens, cache miss, median of {args.repeats} | ms |")
     print("|---|---:|")
     for part, values in rows.items():

@@ -7,7 +7,6 @@ attention weights) equal an independent ``mha_core`` computation (module built f
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 from dataclasses import dataclass
@@ -23,10 +22,9 @@ from harness.session import RunResult
 from mha_core import runs
 
 
-def shown_output(figure_json: str) -> np.ndarray | None:
+def shown_output(figure: dict) -> np.ndarray | None:
     """The exact numbers of a figure's heads stacked (h, i, j): the "Final output" or the attention weights;
     None when they were downsampled to uint8 codes."""
-    figure = json.loads(figure_json)
     traces = [t for t in figure["data"] if (t.get("meta") or {}).get("role") == "values"]
     if not traces:
         return None

@@ -25,7 +25,7 @@ def wait_for_charts(page, timeout: float) -> None:
     """Until the script has finished and every plotly chart has drawn its SVG."""
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout * 1000)
     page.wait_for_function(
-        "() => { const charts = document.querySelectorAll(\"[data-testid='stPlotlyChart']\");"
+        '() => { const charts = document.querySelectorAll(".mha-chart");'
         " return charts.length > 0 && [...charts].every(c => c.querySelector('svg.main-svg')); }",
         timeout=timeout * 1000,
     )

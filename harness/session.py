@@ -19,6 +19,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
+from explorer.glue.chart import ELEMENT, figure_of
 from harness.server import HOST
 
 
@@ -31,7 +32,7 @@ class RunResult:
     texts: list[str] = field(default_factory=list)  # markdown, captions, headings, alerts, code
     errors: list[str] = field(default_factory=list)  # exception elements and st.error alerts
     warnings: list[str] = field(default_factory=list)
-    charts: dict[str, str] = field(default_factory=dict)  # widget key ("chart_output") -> figure JSON
+    charts: dict[str, dict] = field(default_factory=dict)  # widget key ("chart_output") -> figure
     widget_ids: dict[str, str] = field(default_factory=dict)  # user key ("w_seed") -> element id
     downloads: dict[str, str] = field(default_factory=dict)  # a download button's label -> its deferred file id
     query_string: str | None = None  # what the script wrote into the URL, when it did
@@ -199,8 +200,8 @@ class Session:
             result.errors.append(f"exception {inner.type}: {inner.message[:300]}")
         elif kind == "download_button" and inner.deferred_file_id:
             result.downloads[inner.label] = inner.deferred_file_id
-        elif kind == "plotly_chart" and _user_key(element_id) in keep:
-            result.charts[_user_key(element_id)] = inner.spec
+        elif kind == ELEMENT and _user_key(element_id) in keep:
+            result.charts[_user_key(element_id)] = figure_of(inner)
 
 
 def hang_up_mid_run(port: int, query: Mapping[str, str], linger: float = 0.2) -> None:

@@ -7,7 +7,6 @@ no NaN unannounced.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from explorer.glue.chart import ELEMENT, figure_of, key_of
 from explorer.views.figures import decode_array as decode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,9 +45,9 @@ def run_page(path: str, timeout: float = 120, **query: str) -> AppTest:
 def charts(at: AppTest) -> dict[str, dict]:
     """Figure JSON of every plotly chart, by its widget key less the "chart_" prefix (panel key)."""
     found = {}
-    for element in at.get("plotly_chart"):
-        key = element.proto.id.split("-", 2)[-1].removeprefix("chart_")
-        found[key] = json.loads(element.proto.spec)
+    for element in at.get(ELEMENT):
+        key = key_of(element.proto).removeprefix("chart_")
+        found[key] = figure_of(element.proto)
     return found
 
 
@@ -140,7 +140,7 @@ def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: b
     if not errors_expected:
         assert not at.error, f"{where}: the page shows an error: " + "; ".join(e.value for e in at.error)[:3000]
         if page_of(at) in CHART_PAGES:
-            assert at.get("plotly_chart"), f"{where}: {page_of(at)} drew no chart"
+            assert at.get(ELEMENT), f"{where}: {page_of(at)} drew no chart"
     rendered = [
         *at.markdown,
         *at.caption,
@@ -166,8 +166,8 @@ def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: b
     for code in at.code:
         if re.search(r"\bnan\b", code.value, re.I):
             assert announced, f"{where}: NaN printed without a notice: {code.value[:300]!r}"
-    for chart in at.get("plotly_chart"):
-        figure = json.loads(chart.proto.spec)
+    for chart in at.get(ELEMENT):
+        figure = figure_of(chart.proto)
         bad = [s for s in strings(figure) if DANGEROUS.search(s)]
         assert not bad, f"{where}: markup in a figure: {bad[0][:300]!r}"
         problems = unannounced_nan(figure)

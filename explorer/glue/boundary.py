@@ -16,7 +16,7 @@ import torch
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from ..views import figures
-from . import admission, idle, server_setup
+from . import admission, chart, idle, server_setup
 from . import settings as cfg
 from .url import apply_settings
 
@@ -65,7 +65,7 @@ STAGE_CSS = (
 STAGE_SQUEEZE = 0.75  # the defaults' figures (513 and 624 px planned) still fit a 720p stage's 490 px
 STAGE_LEAST_CSS = (
     "<style>.st-key-{key} {{ min-height: {height}px !important; overflow-x: auto; }} "
-    ".st-key-{key} [data-testid='stElementContainer'], .st-key-{key} [data-testid='stPlotlyChart'] "
+    ".st-key-{key} [data-testid='stElementContainer'], .st-key-{key} [data-testid='stBidiComponentRegular'] "
     "{{ min-width: {width}px; }}</style>"
 )
 
@@ -94,9 +94,7 @@ def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     # (out_proj.weight's bar 600 px from its heatmap); drawn at its own width in a narrower place, it broke.
     if figure.layout.width and height == "content":
         container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
-    container.plotly_chart(
-        figure, width="stretch", height=height, theme="streamlit", config=figures.png_config_for(figure), key=key
-    )
+    chart.draw(container, figure, config=figures.png_config_for(figure), key=key, height=height)
 
 
 # Columns that a phone stacks (Streamlit does below 640 px) in reverse: the right one, the step's figure, comes first

@@ -280,7 +280,7 @@ def gated(page: str = "explorer"):
 # Two levels of cache. The computed view (a run's trace, keyed on settings) is reused by every section, batch element
 # and presentation choice; the figures drawn from it are cached per presentation, as built objects (st.cache_data
 # would pickle them, and plotly validates a figure again on every unpickle). Both are byte-bounded caches
-# (``byte_cached`` above), shared by every session and never mutated (st.plotly_chart serialises a copy): a heavy
+# (``byte_cached`` above), shared by every session and never mutated (the chart element serialises it): a heavy
 # run is never kept, and a cache holds as many views as fit its bytes.
 
 

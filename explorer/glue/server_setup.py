@@ -1,6 +1,6 @@
 """Process-wide settings for the app server, made once at start-up, before any session runs.
 
-Four of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
+Five of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
 
 1. torch's thread pools (below).
 2. The start-up heap is frozen out of the garbage collector. Streamlit runs a full ``gc.collect()`` after every
@@ -9,16 +9,18 @@ Four of them, all because a Streamlit server is one process whose sessions are t
    load test. ``gc.freeze()`` after the imports moves those objects to a generation the collector never scans, so
    the collection after a rerun only looks at what the rerun made (well under 1 ms). The frozen objects are modules,
    classes and functions that live as long as the process anyway.
-3. plotly's JSON engine is ``json``, never ``orjson``. ``st.plotly_chart`` serialises every figure with
-   ``plotly.io.to_json``, whose default engine ("auto") takes orjson whenever it happens to be installed (it is not
-   a requirement; this project's machines have orjson 3.8.3). Our heatmaps' ``customdata`` is an object array, which
-   orjson refuses; plotly then cleans the figure and tries again, and orjson 3.8.3's failed first try leaks its
-   references: the figure's arrays are never freed. Measured outside Streamlit (8 heads × 64 tokens, both sections
-   serialised; bench/engine_leak.py): 0.5 MB of the heap stays allocated per run after ``gc.collect`` (100 runs:
-   88.6 → 140.1 MB); with ``json`` it stays flat (87.9 → 88.1 MB), and each figure serialises in 3 ms instead of 12
-   (the failed try costs more than it saves). In a server that leak was most of what idle RSS kept after a class.
+3. plotly's JSON engine is ``json``, never ``orjson`` (explorer.glue.chart names it; this is the default for any
+   other caller of ``plotly.io.to_json``). The default engine ("auto") takes orjson whenever it happens to be
+   installed (it is not a requirement; this project's machines have orjson 3.8.3). Our heatmaps' ``customdata`` is an
+   object array, which orjson refuses; plotly then cleans the figure and tries again, and orjson 3.8.3's failed first
+   try leaks its references: the figure's arrays are never freed. Measured outside Streamlit (8 heads × 64 tokens,
+   both sections serialised; bench/engine_leak.py): 0.5 MB of the heap stays allocated per run after ``gc.collect``
+   (100 runs: 88.6 → 140.1 MB); with ``json`` it stays flat (87.9 → 88.1 MB), and each figure serialises in 3 ms
+   instead of 12 (the failed try costs more than it saves). In a server that leak was most of what idle RSS kept
+   after a class.
 4. A browser's ``clear_cache`` message is refused (``refuse_browser_cache_clear``), and widget states of the wrong
    kind are dropped before Streamlit parses them (``refuse_mistyped_widget_states``).
+5. The plotly.js that the charts load is copied into the app's static folder (``chart.serve_plotly_js``).
 
 A Streamlit server is one Python process whose sessions are threads, on at most 2 CPUs here and on Community Cloud.
 torch's thread pools belong to the process, so no session may change them (a session that did would change them
@@ -42,6 +44,8 @@ from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.state.session_state import SessionState
 
+from . import chart
+
 log = logging.getLogger("mha_explorer")
 INTRA_OP_THREADS = 1
 INTER_OP_THREADS = 1
@@ -51,7 +55,8 @@ _configured = False
 
 
 def configure_process() -> None:
-    """Set torch's thread pools and plotly's JSON engine, and freeze the start-up heap; later calls do nothing."""
+    """Set torch's thread pools and plotly's JSON engine, serve plotly.js, and freeze the start-up heap; later calls
+    do nothing."""
     global _configured
     with _done:
         if _configured:
@@ -62,6 +67,10 @@ def configure_process() -> None:
             torch.set_num_interop_threads(INTER_OP_THREADS)
         _import_what_every_page_uses()
         _plotly_json_engine()
+        try:
+            chart.serve_plotly_js()
+        except OSError:  # a read-only app folder: the image or the deploy should have put it there
+            log.exception("cannot put plotly.js in the app's static folder: charts will say they cannot draw")
         refuse_browser_cache_clear()
         refuse_mistyped_widget_states()
         gc.collect()

@@ -266,18 +266,9 @@ def presenter_toggle() -> bool:
     )
     # The browser applies this only when it changes (and a visitor's own fold or unfold, kept by the browser, wins).
     st.set_page_config(initial_sidebar_state="collapsed" if presenter else "auto")
-    st.html(FIGURE_TEXT_CSS)  # a constant
     if presenter:
         st.html(PRESENTER_CSS)  # a constant: nothing from the user
     return presenter
-
-
-# Figure text the light theme's template draws in plotly's grey #808495 (3.7:1 on white: tick labels, axis titles,
-# colour-bar and subplot titles) drawn #555a68 instead (6.9:1). Matched by that grey, so text a figure colours
-# itself (labels on head bands, cell values) keeps its colour; the dark theme's grey (#e6eaf1) is already light.
-FIGURE_TEXT_CSS = """<style>
-  .js-plotly-plot text[style*="fill: rgb(128, 132, 149)"] { fill: #555a68 !important; }
-</style>"""
 
 
 # Presenter mode's type, for a projector at the back of a room: everything larger, nothing cut. Metric values need

@@ -25,11 +25,13 @@ def assert_no_exception(page) -> None:
     assert exceptions.count() == 0, exceptions.first.inner_text()[:2000]
     errors = page.locator("[data-testid='stAlertContentError']")
     assert errors.count() == 0, f"{page.url}: the page shows an error: {errors.first.inner_text()[:2000]}"
+    broken = page.locator(".mha-chart-error")  # a chart element that could not draw (explorer/glue/chart.js)
+    assert broken.count() == 0, f"{page.url}: {broken.first.inner_text()[:300]}"
 
 
 def assert_charts(page, minimum: int = 1) -> None:
     """The page drew its charts (plotly draws after the script ends, so wait for the first one)."""
-    charts = page.locator("[data-testid='stPlotlyChart']")
+    charts = page.locator(".mha-chart.js-plotly-plot")
     charts.first.wait_for(timeout=60_000)
     count = count_at_least(page, charts, minimum)
     assert count >= minimum, f"{page.url}: {count} charts, expected at least {minimum}"

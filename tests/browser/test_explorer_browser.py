@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from .helpers import assert_no_exception, screenshot, wait_for_app
+from explorer.glue.chart import PLOTLY_JS
+
+from .helpers import assert_charts, assert_no_exception, screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -22,7 +25,7 @@ def test_url_opens_the_view_and_a_keyboard_slider_move_reruns_and_updates_the_ur
     main = page.locator("[data-testid='stMain']")
     assert "4 heads × head_dim 2 = d_out 8, 8 tokens" in main.inner_text()
     page.locator(".js-plotly-plot").nth(4).wait_for(timeout=60_000)  # plotly draws after the script ends
-    assert page.locator("[data-testid='stPlotlyChart']").count() >= 5
+    assert page.locator(".mha-chart.js-plotly-plot").count() >= 5
     screenshot(page, "explorer_4_heads_8_tokens")
 
     tokens_slider = page.locator("[data-testid='stSlider']").filter(has_text="num_tokens").locator("input")
@@ -34,6 +37,19 @@ def test_url_opens_the_view_and_a_keyboard_slider_move_reruns_and_updates_the_ur
     assert query_of(page)["num_tokens"] == "9"
     assert query_of(page)["num_heads"] == "4"
     assert "8 tokens" not in main.inner_text() and "9 tokens" in main.inner_text()
+
+
+def test_the_charts_draw_with_the_plotly_js_the_plotly_package_ships(page, app_url):
+    """The chart element loads plotly.js once, from the app's static folder, and it is the package's own build: the
+    figures' JSON is written for it."""
+    page.goto(app_url)
+    wait_for_app(page)
+    assert_charts(page, 5)
+    assert_no_exception(page)
+    loaded = page.evaluate("performance.getEntriesByType('resource').map(e => e.name).filter(n => /plotly/i.test(n))")
+    assert loaded == [f"{app_url}/app/static/plotly.min.js"]
+    shipped = re.search(r"plotly\.js v(\S+)", PLOTLY_JS.read_text(encoding="utf-8")[:200]).group(1)
+    assert page.evaluate("window.Plotly.version") == shipped
 
 
 def test_book_defaults_show_the_books_numbers(page, app_url):
@@ -57,7 +73,7 @@ def test_bad_url_shows_notices_not_a_traceback(page, app_url):
 
 # Every chart as drawn: its distinct x tick labels and its number of x axes (one per head where heads sit side by
 # side), read from plotly's own DOM and layout, not from what the server sent.
-DRAWN_JS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].map(gd => ({
+DRAWN_JS = """() => [...document.querySelectorAll(".mha-chart.js-plotly-plot")].map(gd => ({
   title: String(gd.layout.title?.text ?? gd.layout.title ?? ''),
   labels: [...new Set([...gd.querySelectorAll('.xtick text')].map(t => t.textContent))].length,
   axes: Object.keys(gd._fullLayout?._subplots?.xaxis ?? {}).length}))"""

@@ -96,7 +96,7 @@ CLIPPED_TEXT_JS = """
 
 MAIN_FIGURE_JS = """
 () => {
-  const chart = document.querySelector("[data-testid='stMain'] [data-testid='stPlotlyChart'] .js-plotly-plot");
+  const chart = document.querySelector("[data-testid='stMain'] .mha-chart.js-plotly-plot");
   if (!chart) return null;
   const r = chart.getBoundingClientRect();
   const stage = chart.closest("[class*='st-key-stage_']");
@@ -110,7 +110,7 @@ def open_page(page, app_url: str, path: str, query: str, *, timeout: float = 240
     page.goto(f"{app_url}/{path}{'?' + query if query else ''}")
     wait_for_app(page, timeout=timeout)
     draws = any(p == path and slug in DRAWS_AT_ONCE for slug, p, _ in PAGES)
-    if draws or page.locator("[data-testid='stPlotlyChart']").count():
+    if draws or page.locator(".mha-chart").count():
         # plotly draws after the script ends, and its charts mount a moment later still: wait for the first one
         # (checking first whether one had mounted read "no figure" on a loaded machine, after the page walk)
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)

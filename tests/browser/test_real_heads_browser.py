@@ -17,7 +17,7 @@ def test_real_heads_draws_its_charts_and_a_head_link_opens_the_explorer(page, ap
     page.wait_for_timeout(1500)  # plotly draws after the script ends
     assert_no_exception(page)
     assert_charts(page, minimum=CHARTS)
-    assert count_at_least(page, page.locator("[data-testid='stPlotlyChart'] svg.main-svg"), CHARTS) >= CHARTS
+    assert count_at_least(page, page.locator(".mha-chart svg.main-svg"), CHARTS) >= CHARTS
     screenshot(page, "page_real_heads_full")
     link = page.get_by_role("link", name="in Explorer").first
     href = link.get_attribute("href") or ""

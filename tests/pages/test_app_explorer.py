@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.glue.chart import ELEMENT
 from explorer.glue.settings import Settings, parse_query, to_query
 from mha_core import runs
 from mha_core.book import PRINTED_OUTPUT
@@ -71,7 +72,7 @@ def test_only_the_open_section_is_drawn_and_sent():
     assert not reshapes & attention
     assert at.query_params["section"] in ("reshapes", ["reshapes"])  # the open section stays in the link
     at = run_page(APP, section="downloads")
-    assert not at.get("plotly_chart")
+    assert not at.get(ELEMENT)
     assert at.get("download_button")
 
 
@@ -87,7 +88,7 @@ def test_presentation_choices_reuse_the_computed_run(monkeypatch):
     assert len(calls) == 1
     for extra in ({"presenter": "true"}, {"view_batch": "1"}, {"head": "0"}, {"section": "reshapes"}):
         at = run_page(APP, **query, **extra)
-        assert not at.exception and at.get("plotly_chart")
+        assert not at.exception and at.get(ELEMENT)
     assert len(calls) == 1  # four presentations, one forward pass
 
 

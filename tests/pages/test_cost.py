@@ -5,13 +5,12 @@ No timing is asserted: times on a shared machine say nothing. Memory is counted 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
 from explorer.glue import budget
+from explorer.glue.chart import ELEMENT, figure_of, key_of
 from explorer.views import cost
 from mha_core import profiling, runs
 from mha_core.modules import trace_forward
@@ -151,7 +150,7 @@ def test_page_shows_the_formula_and_measures_nothing_until_asked():
     assert not at.exception
     text = "\n".join(m.value for m in at.markdown)
     assert "b · h · T² · bytes" in text
-    assert not at.get("plotly_chart")
+    assert not at.get(ELEMENT)
     assert any("Measure" in info.value for info in at.info)
     assert at.query_params["max_tokens"] == str(cost.DEFAULT_MAX_TOKENS)
 
@@ -160,7 +159,7 @@ def test_measure_button_draws_log_log_charts_and_the_table():
     at = page(num_heads="2", d_out="8", batch_size="1", max_tokens="128")
     at.button(key="cost_measure").click().run()
     assert not at.exception and not at.error
-    charts = {c.proto.id.split("-", 2)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    charts = {key_of(c.proto): figure_of(c.proto) for c in at.get(ELEMENT)}
     assert set(charts) == {"chart_cost_memory", "chart_cost_time"}
     for spec in charts.values():
         assert spec["layout"]["xaxis"]["type"] == "log" and spec["layout"]["yaxis"]["type"] == "log"

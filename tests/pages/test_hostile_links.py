@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.glue import admission, budget, caches, trained_link, training_cache
 from explorer.glue import settings as cfg
+from explorer.glue.chart import ELEMENT
 from mha_core import profiling, tasks, tiny_model, training
 
 from ..apptest_helpers import check_page, open_page
@@ -211,7 +212,7 @@ def test_hostile_real_model_links_are_clamped_with_a_notice(page, query, said, p
     monkeypatch.setenv("MHA_GPT2_DIR", str(tmp_path))
     at = open_page(page, query | {"head": "<b>9</b>"})
     check_page(at, [str(v) for v in query.values()], f"{page}?{query}")
-    assert at.get("plotly_chart"), f"{page}?{query}: no chart"
+    assert at.get(ELEMENT), f"{page}?{query}: no chart"
     shown = " ".join(alert.value for alert in [*at.warning, *at.info])
     assert (said in shown) == (page in pages), f"{page}?{query}: {shown[:500]}"
     settings = at.session_state.settings

@@ -7,7 +7,6 @@ opened on its own, as a link to it would open it. No timing assertions.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -16,6 +15,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from explorer.glue import trained_link, training_cache
+from explorer.glue.chart import ELEMENT, figure_of
 from mha_core import tasks, training
 from mha_core.modules import MultiHeadAttention
 
@@ -53,7 +53,7 @@ def _page(**query: str) -> AppTest:
 
 
 def _figures(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [figure_of(chart.proto) for chart in at.get(ELEMENT)]
 
 
 def _traces(at: AppTest, role: str) -> list[dict]:
@@ -76,7 +76,7 @@ def test_page_opens_without_exception_and_asks_for_training():
     assert at.title[0].value == "Trained heads"
     assert any("Press **Train**" in info.value for info in at.info)
     assert any(info.value == tasks.TASKS["previous_token"].description for info in at.info)
-    assert not at.get("plotly_chart")
+    assert not at.get(ELEMENT)
     assert not at.button(key="tr_train").disabled
     assert at.button(key="tr_stop").disabled
     assert {k: at.query_params[k] for k in ("task", "heads", "layers", "steps", "layer")} == {

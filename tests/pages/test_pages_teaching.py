@@ -12,6 +12,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from explorer.glue.chart import ELEMENT, key_of
 from explorer.views import heads_and_references, masks_and_cross_attention, step_through, step_through_steps
 from mha_core import masks, teaching
 from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
@@ -124,13 +125,13 @@ def test_every_step_shows_the_traced_shapes_and_its_lines():
             shape = f"{step_through.shape_line(trace, *step.before)}  →  {shape}"
         assert f"**Shape:** `{shape}`" in [m.value for m in at.markdown], step.key
         assert marked_lines(at.code[0].value) == list(step.lines)
-        assert at.get("plotly_chart"), step.key
+        assert at.get(ELEMENT), step.key
     assert "(b, T, d_out) = (3, 5, 12)" in shape
 
 
 def test_step_heatmap_holds_the_module_numbers_for_the_chosen_batch_element():
     at = open_page("step", step=7, batch=1, presenter="true")
-    assert len(at.get("plotly_chart")) == 1  # presenter mode: the step's heatmap only
+    assert len(at.get(ELEMENT)) == 1  # presenter mode: the step's heatmap only
     assert at.title[0].value.startswith("7/12")
     trace = run_trace(build_module(ModuleSpec()), build_input(InputSpec())[0])
     spec = chart(at, "step_attn_weights")
@@ -339,7 +340,7 @@ def test_knobs_bad_params_give_notices():
 
 def test_only_the_open_knob_runs_and_the_others_keep_their_values():
     at = open_page("knobs", knob="dropout", drop=25, preset="first")
-    keys = {element.proto.id.split("-", 2)[-1].removeprefix("chart_") for element in at.get("plotly_chart")}
+    keys = {key_of(element.proto).removeprefix("chart_") for element in at.get(ELEMENT)}
     assert keys == {"dropout_after", "dropout_keep", "dropout_before", "dropout_row_sums"}
     assert url(at, "drop") == "25" and url(at, "preset") == "first" and url(at, "knob") == "dropout"
 
@@ -353,7 +354,7 @@ def test_every_page_opens_directly_in_presenter_mode_with_shared_settings(page):
     assert at.toggle(key="w_presenter").value
     assert at.slider(key="w_num_heads").value == 3  # the explorer's shared sidebar, from the URL
     assert url(at, "num_heads") == "3" and url(at, "presenter") == "true"
-    assert at.get("plotly_chart")
+    assert at.get(ELEMENT)
     if page != "knobs":  # batch is a page parameter of the other three: clamped with a notice
         assert any("batch=`7` is outside 0–1" in w for w in warnings(at))
 
@@ -364,5 +365,5 @@ TABS = [("app.py", "section"), (PAGES["knobs"], "knob"), (PAGES["heads"], "part"
 @pytest.mark.parametrize(("path", "key"), TABS)
 def test_a_bad_tab_in_the_url_opens_the_first_tab_with_a_notice(path, key):
     at = helpers.open_page(path, {key: "<script>x"}, timeout=60)
-    assert not at.error and at.get("plotly_chart")
+    assert not at.error and at.get(ELEMENT)
     assert any(f"{key}=`<script>x` is not one of" in w for w in warnings(at)), warnings(at)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from explorer.glue import training_cache
+from explorer.glue.chart import ELEMENT, figure_of, key_of
 from mha_core import training
 
 from ..apptest_helpers import run_page
@@ -37,10 +36,10 @@ def train_calls(monkeypatch):
 def _replay_charts(at) -> dict[str, list[dict]]:
     """The replay's charts, by name (loss, accuracy), in the order drawn."""
     found: dict[str, list[dict]] = {"loss": [], "accuracy": []}
-    for element in at.get("plotly_chart"):
-        key = element.proto.id.split("-", 2)[-1]
+    for element in at.get(ELEMENT):
+        key = key_of(element.proto)
         if key.startswith("replay_"):
-            found[key.split("_")[1]].append(json.loads(element.proto.spec))
+            found[key.split("_")[1]].append(figure_of(element.proto))
     return found
 
 

@@ -118,7 +118,9 @@ def test_the_dockerfile_builds_the_production_image():
     index = {source["name"]: source["url"] for source in pipfile["source"]}[pipfile["packages"]["torch"]["index"]]
     assert f"--index-url {index} torch{pipfile['packages']['torch']['version']}" in text, "as the Pipfile takes it"
     assert "COPY .streamlit/ .streamlit/" in text, "the production config"
+    serve = lines.index('RUN python -c "from explorer.glue.chart import serve_plotly_js; serve_plotly_js()"')
     user = [line for line in lines if line.startswith("USER ")]
+    assert serve < lines.index(user[-1]), "the static folder is written before the app's user, who cannot"
     assert user and user[-1] not in ("USER root", "USER 0")
     assert re.search(r"HEALTHCHECK .*\n?.*/_stcore/health", text)
     assert lines[-1] == 'CMD ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]'

@@ -1,0 +1,71 @@
+"""The app's chart element: one figure drawn by plotly.js and updated in place on every rerun.
+
+``st.plotly_chart`` derives its element id from the figure, so each rerun that changes a figure gave the browser a
+new element: React unmounted the old chart and plotly drew the new one from nothing (purge, then newPlot). This
+element keeps its id (the key) and hands the drawn chart the new figure, which ``Plotly.react`` updates in place.
+The figure goes as JSON bytes made once here (st.plotly_chart validated it into a dict, then serialised it).
+
+plotly.js is the one the plotly package ships, served from the app's static folder (``server.enableStaticServing``):
+``serve_plotly_js`` puts a copy there at start-up, so the drawn version always matches the package's figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import filecmp
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import plotly
+import plotly.io
+import streamlit as st
+
+log = logging.getLogger("mha_explorer")
+
+CHART_JS = (Path(__file__).with_name("chart.js")).read_text(encoding="utf-8")
+APP_STATIC = Path(__file__).resolve().parents[2] / "static"  # served at <base>/app/static/ (config.toml)
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+_chart = st.components.v2.component("mha_chart", js=CHART_JS, isolate_styles=False)
+
+
+def serve_plotly_js(static: Path = APP_STATIC) -> Path:
+    """Copy the plotly package's plotly.min.js into the app's static folder unless the same file is there."""
+    target = static / PLOTLY_JS.name
+    if not (target.exists() and filecmp.cmp(PLOTLY_JS, target, shallow=False)):
+        static.mkdir(exist_ok=True)
+        partial = target.with_suffix(".partial")
+        shutil.copyfile(PLOTLY_JS, partial)
+        partial.replace(target)  # atomic: a browser never loads half a file
+        log.info("serving plotly.js %s from %s", plotly.__version__, target)
+    return target
+
+
+def figure_bytes(figure, config: dict, *, stretch: bool) -> bytes:
+    """What the element draws: the figure's JSON (numpy arrays as base64), its plotly config and whether it fills
+    its container's height. The figure's JSON is written once, never parsed back."""
+    spec = plotly.io.to_json(figure, validate=False, engine="json")
+    rest = json.dumps({"config": config, "stretch": stretch}, separators=(",", ":"))
+    return f'{{"figure":{spec},{rest[1:]}'.encode()
+
+
+ELEMENT = "bidi_component"  # the element's name in a delta and in AppTest's tree
+
+
+def figure_of(proto) -> dict:
+    """The figure a chart element's proto carries: tests, the harness and the benchmarks read charts with it."""
+    return json.loads(proto.bytes)["figure"]
+
+
+def key_of(proto) -> str:
+    """The key a chart element was drawn with (the end of its element id)."""
+    return proto.id.split("-", 2)[-1]
+
+
+def draw(container, figure, *, config: dict, key: str, width: int | str = "stretch", height="content") -> None:
+    """Draw ``figure`` in ``container`` as the element ``key`` (the same key updates the same drawn chart)."""
+    data = figure_bytes(figure, config, stretch=height == "stretch")
+    with contextlib.nullcontext() if container is st else container:  # a component draws where `with` points
+        _chart(data=data, key=key, width=width, height=height)

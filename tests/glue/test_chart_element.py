@@ -1,0 +1,54 @@
+"""A chart keeps its element id through a new figure, and the new figure travels in its data: the browser's element
+(explorer/glue/chart.js) is handed the new bytes and updates the drawn chart in place with Plotly.react.
+st.plotly_chart hashed the figure into the id, so every changed figure was a new element: React unmounted the old
+chart and plotly.js drew the new one from nothing (issue 20). tests/browser/test_explorer_browser.py checks in a
+browser that the new figure is drawn.
+"""
+
+from streamlit.testing.v1 import AppTest
+
+from explorer.glue.chart import ELEMENT, figure_of, key_of
+
+
+def _one_chart() -> None:
+    """One heatmap of n × n cells through the app's own boundary.plot, n from the session state."""
+    import plotly.graph_objects as go
+    import streamlit as st
+
+    from explorer.glue import boundary
+
+    n = st.session_state.get("n", 3)
+    boundary.plot(st, go.Figure(go.Heatmap(z=[[row * n + col for col in range(n)] for row in range(n)])), key="chart_x")
+
+
+def _chart(at: AppTest) -> tuple[str, dict]:
+    (chart,) = at.get(ELEMENT)
+    return chart.proto.id, figure_of(chart.proto)
+
+
+def test_a_keyed_chart_keeps_its_id_through_a_new_figure_and_carries_the_figure():
+    at = AppTest.from_function(_one_chart, default_timeout=60)
+    at.run()
+    assert not at.exception
+    first_id, first_figure = _chart(at)
+    assert key_of(at.get(ELEMENT)[0].proto) == "chart_x"
+    assert first_figure["data"][0]["z"] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+
+    at.session_state["n"] = 4
+    at.run()
+    new_id, new_figure = _chart(at)
+    assert new_id == first_id, "a new element for a new figure: the browser would remount the chart"
+    assert len(new_figure["data"][0]["z"]) == 4 and new_figure != first_figure
+
+
+def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_differs(tmp_path):
+    from explorer.glue.chart import PLOTLY_JS, serve_plotly_js
+
+    served = serve_plotly_js(tmp_path / "static")
+    assert served.read_bytes() == PLOTLY_JS.read_bytes()
+    first = served.stat().st_mtime_ns
+    assert serve_plotly_js(tmp_path / "static") == served and served.stat().st_mtime_ns == first  # left alone
+    served.write_text("stale")
+    serve_plotly_js(tmp_path / "static")
+    assert served.read_bytes() == PLOTLY_JS.read_bytes()
+    assert [p.name for p in (tmp_path / "static").iterdir()] == ["plotly.min.js"]  # no partial copy left
