@@ -101,9 +101,6 @@ export default function (component) {
   if (!plot) {
     plot = document.createElement("div");
     plot.className = "mha-chart";
-    // plotly measures every label it draws (getBoundingClientRect); contained, each forced layout is the chart's own
-    // subtree instead of the whole app page.
-    plot.style.contain = "content";
     parentElement.appendChild(plot);
   }
   const { figure, config, stretch } = JSON.parse(new TextDecoder().decode(data));
@@ -114,12 +111,16 @@ export default function (component) {
   if (stretch) delete layout.height;
   plot.style.height = stretch ? "100%" : "";
   if (layout.title?.text) layout.title = { ...layout.title, text: `<b>${layout.title.text}</b>` }; // as Streamlit's
-  const drawn = plotlyLoaded().then((Plotly) => Plotly.react(plot, figure.data, layout, { ...config, responsive: true }));
-  plot.mhaDrawn = drawn; // tests and the benchmark wait on it
-  drawn.catch((error) => {
-    const note = document.createElement("p");
-    note.className = "mha-chart-error";
-    note.textContent = "This chart could not be drawn: " + error.message;
-    plot.replaceChildren(note);
-  });
+  plotlyLoaded()
+    .then((Plotly) => Plotly.react(plot, figure.data, layout, { ...config, responsive: true }))
+    .then(() => parentElement.querySelector(":scope > .mha-chart-error")?.remove())
+    .catch((error) => {
+      let note = parentElement.querySelector(":scope > .mha-chart-error");
+      if (!note) {
+        note = document.createElement("p");
+        note.className = "mha-chart-error";
+        parentElement.appendChild(note);
+      }
+      note.textContent = "This chart could not be drawn: " + error.message;
+    });
 }

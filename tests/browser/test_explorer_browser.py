@@ -52,6 +52,15 @@ def test_the_charts_draw_with_the_plotly_js_the_plotly_package_ships(page, app_u
     assert page.evaluate("window.Plotly.version") == shipped
 
 
+def test_a_chart_whose_plotly_js_cannot_load_says_so(page, app_url):
+    page.route("**/app/static/plotly.min.js", lambda route: route.fulfill(status=404, body="not here"))
+    page.goto(app_url)
+    wait_for_app(page)
+    note = page.locator(".mha-chart-error").first
+    note.wait_for(timeout=30_000)
+    assert "This chart could not be drawn: plotly.js did not load from" in note.inner_text()
+
+
 def test_book_defaults_show_the_books_numbers(page, app_url):
     page.goto(app_url)
     wait_for_app(page)
