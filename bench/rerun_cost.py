@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorer.glue import boundary, training_cache  # noqa: E402, F401  (boundary sets torch's threads, as the server does)
+from explorer.glue import boundary, caches, training_cache  # noqa: E402, F401  (boundary sets torch's threads, as the server does)
 from explorer.glue.chart import ELEMENT, figure_of  # noqa: E402
 from explorer.glue.settings import parse_query  # noqa: E402
 from explorer.views.figures import decode_array  # noqa: E402
@@ -126,6 +126,7 @@ def _clear_page_caches(page: str) -> None:
         return
     st.cache_data.clear()
     st.cache_resource.clear()
+    caches.clear_all()  # the byte-bounded caches (the Explorer's runs and views) are not Streamlit's
 
 
 SIDEBAR_ONLY = """

@@ -16,6 +16,7 @@ import filecmp
 import json
 import logging
 import shutil
+import weakref
 from pathlib import Path
 
 import plotly
@@ -46,9 +47,26 @@ def serve_plotly_js(static: Path = APP_STATIC) -> Path:
 def figure_bytes(figure, config: dict, *, stretch: bool) -> bytes:
     """What the element draws: the figure's JSON (numpy arrays as base64), its plotly config and whether it fills
     its container's height. The figure's JSON is written once, never parsed back."""
-    spec = plotly.io.to_json(figure, validate=False, engine="json")
+    spec = figure_json(figure)
     rest = json.dumps({"config": config, "stretch": stretch}, separators=(",", ":"))
     return f'{{"figure":{spec},{rest[1:]}'.encode()
+
+
+# Each figure object's JSON while the object lives (figures from the views' caches are the same objects on every hit,
+# shared and never mutated: serialising them was most of a cache hit's time). Keyed by id; a figure's entry goes when
+# the figure is freed, before its id can be reused.
+_JSON_OF: dict[int, str] = {}
+
+
+def figure_json(figure) -> str:
+    """``plotly.io.to_json`` of ``figure``, made once per figure object."""
+    key = id(figure)
+    text = _JSON_OF.get(key)
+    if text is None:
+        text = plotly.io.to_json(figure, validate=False, engine="json")
+        _JSON_OF[key] = text
+        weakref.finalize(figure, _JSON_OF.pop, key, None)
+    return text
 
 
 ELEMENT = "bidi_component"  # the element's name in a delta and in AppTest's tree

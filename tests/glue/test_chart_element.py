@@ -52,3 +52,27 @@ def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_di
     serve_plotly_js(tmp_path / "static")
     assert served.read_bytes() == PLOTLY_JS.read_bytes()
     assert [p.name for p in (tmp_path / "static").iterdir()] == ["plotly.min.js"]  # no partial copy left
+
+
+def test_a_figures_json_is_made_once_per_figure_object_and_forgotten_with_it(monkeypatch):
+    import gc
+    import json
+
+    import plotly.graph_objects as go
+    import plotly.io
+
+    from explorer.glue import chart
+
+    made = []
+    real = plotly.io.to_json
+    monkeypatch.setattr(plotly.io, "to_json", lambda figure, **kw: made.append(1) or real(figure, **kw))
+    figure = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]))
+    first = chart.figure_bytes(figure, {}, stretch=False)
+    assert chart.figure_bytes(figure, {"displaylogo": False}, stretch=True) != first  # the config is not cached
+    assert len(made) == 1 and id(figure) in chart._JSON_OF
+    other = go.Figure(go.Heatmap(z=[[1, 2], [3, 5]]))  # another object: its own JSON
+    assert json.loads(chart.figure_bytes(other, {}, stretch=False))["figure"]["data"][0]["z"] == [[1, 2], [3, 5]]
+    key = id(figure)
+    del figure
+    gc.collect()
+    assert key not in chart._JSON_OF
