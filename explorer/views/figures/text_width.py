@@ -9,6 +9,7 @@ advance of its characters, in em, rounded up to the next 0.01: read from the fon
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -53,7 +54,14 @@ def char_em(char: str) -> float:
 
 def text_px(text: object, font_px: float) -> float:
     """An upper estimate of the width of one line of text (markup dropped), in pixels."""
-    return sum(char_em(char) for char in plain(text)) * font_px
+    return text_em(str(text)) * font_px
+
+
+@functools.lru_cache(maxsize=8192)
+def text_em(text: str) -> float:
+    """``text``'s width in em. Cached: the Explorer's figures at 8 heads × 512 tokens measure about 600 labels
+    16,700 times (17 ms of the 223 ms their view and JSON take)."""
+    return sum(char_em(char) for char in plain(text))
 
 
 def widest_px(texts: Iterable[object], font_px: float) -> float:
