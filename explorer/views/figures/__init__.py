@@ -19,9 +19,8 @@ Conventions shared by every builder:
   value (float32, about 5.3 bytes a cell). Beyond it, heatmaps are downsampled for display and sent as
   uint8 codes, so a 16 × 1024 × 1024 figure stays a few hundred KB of JSON.
 * ``presenter=True`` makes every font about 1.6× larger, for a projector.
-* ``fig.layout.meta["filename"]`` names the PNG that plotly's toolbar downloads. In Streamlit::
-
-      st.plotly_chart(fig, theme="streamlit", config=png_config_for(fig))  # as explorer.glue.boundary does
+* ``fig.layout.meta["filename"]`` names the PNG that plotly's toolbar downloads: ``png_config_for(fig)`` is the
+  plotly config the page's chart element draws with (explorer.glue.boundary.plot).
 
 Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, with role one of
 "values", "masked", "nan" or "legend", so that tests and pages can find traces without relying on order.

@@ -122,7 +122,7 @@ def legend_px(entries: int, presenter: bool) -> int:
 
 
 def png_config(filename: str) -> dict:
-    """The ``config`` for ``st.plotly_chart``: the toolbar's camera button saves ``filename``.png at 2× scale."""
+    """The plotly ``config`` a chart is drawn with: the toolbar's camera button saves ``filename``.png at 2× scale."""
     return {
         "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2},
         "displaylogo": False,
