@@ -95,6 +95,21 @@ function isDark(color) {
   return 0.299 * r + 0.587 * g + 0.114 * b < 128;
 }
 
+// The chart follows its place's size: the page's width changes without a window resize (the sidebar folded or
+// unfolded), and plotly's own `responsive` follows only the window. The place's width, and on a stage its height
+// too (elsewhere the height is the figure's own, and plotly drawing it must not count as a change).
+function followPlace(plot) {
+  if (plot.mhaPlace) return;
+  let drawn = "";
+  plot.mhaPlace = new ResizeObserver(([entry]) => {
+    const { width, height } = entry.contentRect;
+    const size = plot.mhaStretch ? `${Math.round(width)}x${Math.round(height)}` : `${Math.round(width)}`;
+    if (drawn && size !== drawn && plot._fullLayout && window.Plotly) window.Plotly.Plots.resize(plot);
+    drawn = size;
+  });
+  plot.mhaPlace.observe(plot);
+}
+
 export default function (component) {
   const { data, parentElement } = component;
   let plot = parentElement.querySelector(":scope > div.mha-chart");
@@ -103,6 +118,7 @@ export default function (component) {
     plot.className = "mha-chart";
     parentElement.appendChild(plot);
   }
+  followPlace(plot);
   const { figure, config, stretch } = JSON.parse(new TextDecoder().decode(data));
   // The figure's width and, on a stage, its height are its place's (Streamlit's width="stretch"): a figure that
   // sets its own width is drawn in a place of that width (boundary.plot).
@@ -110,6 +126,7 @@ export default function (component) {
   delete layout.width;
   if (stretch) delete layout.height;
   plot.style.height = stretch ? "100%" : "";
+  plot.mhaStretch = stretch;
   if (layout.title?.text) layout.title = { ...layout.title, text: `<b>${layout.title.text}</b>` }; // as Streamlit's
   plotlyLoaded()
     .then((Plotly) => Plotly.react(plot, figure.data, layout, { ...config, responsive: true }))

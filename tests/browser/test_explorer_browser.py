@@ -61,6 +61,27 @@ def test_a_chart_whose_plotly_js_cannot_load_says_so(page, app_url):
     assert "This chart could not be drawn: plotly.js did not load from" in note.inner_text()
 
 
+def test_a_chart_follows_its_place_when_the_sidebar_folds(page, app_url):
+    """plotly's `responsive` follows the window only; folding the sidebar widens the page without a window resize.
+    Seen at 1280 × 800: the heads' chart stayed 402 px wide in a 454-px place."""
+    page.set_viewport_size({"width": 1280, "height": 800})  # at 1600 the page is at its widest with the sidebar open
+    page.goto(app_url)
+    wait_for_app(page)
+    assert_charts(page, 5)
+    widths = """() => [...document.querySelectorAll(".mha-chart.js-plotly-plot")].map(d =>
+      [Math.round(d.getBoundingClientRect().width), Math.round(d._fullLayout.width)])"""
+    before = page.evaluate(widths)
+    page.locator("[data-testid='stSidebar']").hover()
+    page.locator("[data-testid='stSidebarCollapseButton'] button").click()
+    page.wait_for_function(
+        f"() => ({widths})().some(([place], k) => place > {before}[k][0])", timeout=10_000
+    )  # some place grew
+    page.wait_for_timeout(1000)
+    after = page.evaluate(widths)
+    grown = [k for k, (place, _) in enumerate(after) if place > before[k][0]]
+    assert grown and all(after[k][1] == after[k][0] for k in grown), (before, after)
+
+
 def test_book_defaults_show_the_books_numbers(page, app_url):
     page.goto(app_url)
     wait_for_app(page)
