@@ -15,6 +15,7 @@ import contextlib
 import filecmp
 import json
 import logging
+import os
 import shutil
 import weakref
 from pathlib import Path
@@ -37,7 +38,7 @@ def serve_plotly_js(static: Path = APP_STATIC) -> Path:
     target = static / PLOTLY_JS.name
     if not (target.exists() and filecmp.cmp(PLOTLY_JS, target, shallow=False)):
         static.mkdir(exist_ok=True)
-        partial = target.with_suffix(".partial")
+        partial = target.with_suffix(f".{os.getpid()}.partial")  # one per process: processes may start together
         shutil.copyfile(PLOTLY_JS, partial)
         partial.replace(target)  # atomic: a browser never loads half a file
         log.info("serving plotly.js %s from %s", plotly.__version__, target)

@@ -54,6 +54,21 @@ def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_di
     assert [p.name for p in (tmp_path / "static").iterdir()] == ["plotly.min.js"]  # no partial copy left
 
 
+def test_each_process_writes_its_own_partial_copy(tmp_path, monkeypatch):
+    """Processes starting together in one folder (deploy/local_cluster.py) must not write one partial file."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from explorer.glue import chart
+
+    written = []
+    copy = shutil.copyfile
+    monkeypatch.setattr(chart.shutil, "copyfile", lambda src, dst: written.append(Path(dst).name) or copy(src, dst))
+    chart.serve_plotly_js(tmp_path / "static")
+    assert written == [f"plotly.min.{os.getpid()}.partial"]
+
+
 def test_a_figures_json_is_made_once_per_figure_object_and_forgotten_with_it(monkeypatch):
     import gc
     import json
