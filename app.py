@@ -97,10 +97,10 @@ def draw_output(view, settings, batch_index: int, *, compact: bool = False) -> N
     st.subheader("Final output")
     if view.output is not None:
         if len(view.labels) <= 8:
-            st.code(view.output_text, language=None, wrap_lines=compact)
+            boundary.printed(view.output_text, wrap=compact)
         else:
             with st.expander(f"All {len(view.labels)} rows of the output, as torch prints them"):
-                st.code(view.output_text, language=None, wrap_lines=compact)
+                boundary.printed(view.output_text, wrap=compact)
         st.caption(
             f"`output[{batch_index}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
             f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"

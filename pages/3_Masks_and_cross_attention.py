@@ -130,10 +130,10 @@ def show_conventions(view, src_len: int) -> None:
     st.subheader("One mask, two conventions")
     st.markdown("**Here** (and in `F.scaled_dot_product_attention`): `True` = may attend")
     if view.ours_text:
-        st.code(view.ours_text, language=None)
+        boundary.printed(view.ours_text)
     st.markdown("**`nn.MultiheadAttention`**: `attn_mask = masks.to_blocked(mask)`, `True` = blocked")
     if view.blocked_text:
-        st.code(view.blocked_text, language=None)
+        boundary.printed(view.blocked_text)
     if not view.ours_text:
         st.caption(f"Too wide to print ({src_len} keys); the heatmap shows it.")
 

@@ -7,6 +7,7 @@ no NaN unannounced.
 
 from __future__ import annotations
 
+import html
 import re
 from collections import defaultdict
 from collections.abc import Mapping
@@ -19,6 +20,16 @@ from explorer.glue.chart import ELEMENT, figure_of, key_of
 from explorer.views.figures import decode_array as decode
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# boundary.printed's box: a tensor as torch prints it, HTML-escaped.
+PRINTED_BOX = re.compile(r'<pre class="mha-printed[^"]*"><code>(.*?)</code></pre>', re.S)
+
+
+def printed(at: AppTest) -> list[str]:
+    """Every tensor the page prints: st.code's text and boundary.printed's boxes, as the reader sees them."""
+    boxes = [html.unescape(text) for element in at.get("html") for text in PRINTED_BOX.findall(element.proto.body)]
+    return [code.value for code in at.code] + boxes
 
 
 def discover_pages() -> list[str]:
@@ -163,9 +174,9 @@ def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: b
         body = element.proto.body
         assert "<script" not in body.lower() and not any(len(t) >= 6 and t in body for t in user_text), where
     announced = any("NaN" in alert.value for alert in [*at.warning, *at.error, *at.info])
-    for code in at.code:
-        if re.search(r"\bnan\b", code.value, re.I):
-            assert announced, f"{where}: NaN printed without a notice: {code.value[:300]!r}"
+    for text in printed(at):
+        if re.search(r"\bnan\b", text, re.I):
+            assert announced, f"{where}: NaN printed without a notice: {text[:300]!r}"
     for chart in at.get(ELEMENT):
         figure = figure_of(chart.proto)
         bad = [s for s in strings(figure) if DANGEROUS.search(s)]

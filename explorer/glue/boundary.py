@@ -6,6 +6,7 @@ before any session computes: every page imports it.
 
 from __future__ import annotations
 
+import html
 import logging
 import traceback
 from collections.abc import Callable
@@ -210,6 +211,28 @@ def lit_lines_css(key: str, listing: str, mark: str = "+") -> str:
 
 
 log = logging.getLogger("mha_explorer")
+
+
+def printed(text: str, *, wrap: bool = False) -> None:
+    """A tensor as torch prints it, in st.code's box. st.code loads Streamlit's syntax highlighter, every Prism
+    language (0.4–0.8 s of a new visitor's main thread before the first chart could draw, issue 20), for text that
+    has no syntax to highlight. ``wrap``: long lines wrap (a narrow column) instead of scrolling sideways."""
+    theme = "dark" if st.context.theme.type == "dark" else "light"  # the browser's, as for the figures (plot)
+    background = st.get_option(f"theme.{theme}.codeBackgroundColor") or PRINTED_BACKGROUND[theme]
+    box = "mha-printed mha-wrap" if wrap else "mha-printed"
+    style = PRINTED_CSS.replace("BACKGROUND", background)
+    st.html(f'{style}<pre class="{box}"><code>{html.escape(text)}</code></pre>')
+
+
+PRINTED_BACKGROUND = {"light": "#eef1f6", "dark": "#1c2230"}  # .streamlit/config.toml's, if a deploy drops them
+# st.code's box, read off Streamlit 1.67's code block at 16 and 22 px type; the text's colour is the page's.
+PRINTED_CSS = (
+    "<style>.mha-printed { margin: 0; padding: 1rem 0 1rem 1rem; border-radius: 0.35rem; background: BACKGROUND; "
+    "overflow-x: auto; } .mha-printed code { display: block; padding: 0 1rem 0 0; margin: 0; background: none; "
+    "color: inherit; font-family: 'Source Code Pro', monospace; font-size: 0.875rem; line-height: 1.6; "
+    "white-space: pre; border: 0; border-radius: 0; } .mha-printed.mha-wrap { padding: 1rem; } "
+    ".mha-printed.mha-wrap code { padding: 0; white-space: pre-wrap; }</style>"
+)
 
 
 def _control_flow_classes() -> tuple[type[BaseException], ...]:

@@ -89,6 +89,12 @@ def test_book_defaults_show_the_books_numbers(page, app_url):
     text = page.locator("[data-testid='stMain']").inner_text()
     assert "[0.3190, 0.4858]" in text and "[0.2575, 0.4028]" in text
     assert "matches the book's printed output" in text
+    box = page.locator("[data-testid='stMain'] pre.mha-printed")  # boundary.printed, in st.code's box
+    assert "[0.3190, 0.4858]" in box.inner_text() and "Source Code Pro" in box.evaluate(
+        "b => getComputedStyle(b.querySelector('code')).fontFamily"
+    )
+    loaded = page.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+    assert not [name for name in loaded if "SyntaxHighlighter" in name]  # its Prism languages cost 0.4–0.8 s
     screenshot(page, "explorer_default")
 
 

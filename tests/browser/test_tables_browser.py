@@ -13,12 +13,14 @@ from .test_presenter_browser import open_page, press_for_results
 
 pytestmark = pytest.mark.browser
 
-# Each table's scroller (a canvas table's, a box inside an HTML table that scrolls, a printed tensor's code box):
+# Each table's scroller (a canvas table's, a box inside an HTML table that scrolls, a printed tensor's code box,
+# st.code's or boundary.printed's):
 # content wider than its box means columns hidden past the right edge.
 HIDDEN_COLUMNS_JS = """
 () => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame'], "
                                    + "[data-testid='stMain'] [data-testid='stTable'], "
-                                   + "[data-testid='stMain'] [data-testid='stCode'] pre")].map(frame => {
+                                   + "[data-testid='stMain'] [data-testid='stCode'] pre, "
+                                   + "[data-testid='stMain'] pre.mha-printed")].map(frame => {
   const scroller = frame.querySelector(".dvn-scroller") ?? [frame, ...frame.querySelectorAll("*")]
     .find(el => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible") ?? frame;
   const box = frame.getBoundingClientRect();
