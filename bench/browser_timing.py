@@ -18,6 +18,10 @@ ships (``plotly/package_data/plotly.min.js``) and draws the figures read from th
 * react: ``Plotly.react`` of every chart from its before-figure to its after-figure (the redraw floor);
 * purge + newPlot: every chart drawn afresh with its after-figure, what a remounted chart costs plotly.js.
 
+And Streamlit's floor, on a second server: bench/streamlit_floor.py, the same settings sidebar and title and no
+figure, its num_tokens slider moved as the app's (a new visitor, the same settings). The app's move less this and
+less plotly's react is what the app adds: its server work on a miss and the elements it draws.
+
 Goal (issue 20): slider ≤ 2 × react + 0.15 s; first paint ≤ 1.5 × (load + newPlot).
 
     python bench/browser_timing.py [--repeats 3]
@@ -48,6 +52,7 @@ QUIET_MS = 600  # the page counts as drawn once nothing in it has changed for th
 VIEWPORT = {"width": 1600, "height": 1000}
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 FLOOR_URL = "http://floor.invalid/"
+FLOOR_PAGE = "bench/streamlit_floor.py"  # Streamlit's floor: the same sidebar, no figure
 
 # Installed before any of the app's scripts: the time (ms since navigation) of the last change under the main area
 # or the sidebar, a subtree's or an attribute's (the stale fade is one: data-stale on each element's container).
@@ -73,6 +78,7 @@ window.WebSocket = class extends Socket {
   }
 };
 """
+SCRIPT_DONE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 QUIET_JS = "q => window.__lastChange > 0 && performance.now() - window.__lastChange > q"
 
 # Every chart's figure as plotly.js holds it (typed arrays as plain lists, so that JSON carries them).
@@ -118,16 +124,19 @@ REMOUNT_JS = """async figures => {
 }"""
 
 
-def _drawn(page, text: str) -> None:
-    """Until ``text`` is on the page, the script has finished, every chart has drawn and nothing has changed for
-    QUIET_MS."""
+def _drawn(page, text: str, *, charts: bool = True) -> None:
+    """Until ``text`` is on the page, the script has finished, every chart has drawn (``charts``) and nothing has
+    changed for QUIET_MS."""
     page.wait_for_function(  # textContent, not innerText: a poll must not lay the page out while it draws
         "t => document.querySelector(\"[data-testid='stMain']\")?.textContent.includes(t)",
         arg=text,
         timeout=TIMEOUT_S * 1000,
         polling=100,
     )
-    chromium.wait_for_charts(page, TIMEOUT_S)
+    if charts:
+        chromium.wait_for_charts(page, TIMEOUT_S)
+    else:
+        page.wait_for_selector(SCRIPT_DONE, timeout=TIMEOUT_S * 1000)
     page.wait_for_function(QUIET_JS, arg=QUIET_MS, timeout=TIMEOUT_S * 1000, polling=50)
 
 
@@ -157,6 +166,24 @@ def visit(browser, url: str, query: dict[str, str]) -> dict:
     return {"paint": first_paint, "move": slider_move, "server": server, "before": before, "after": after}
 
 
+def streamlit_move(browser, url: str, query: dict[str, str]) -> float:
+    """Seconds from ``ArrowRight`` on num_tokens to the last change on bench/streamlit_floor.py (the same sidebar,
+    no figure): Streamlit's own rerun and rendering, for a new visitor, as in ``visit``."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script(WATCH_JS)
+    page = context.new_page()
+    tokens, heads = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2))
+    page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
+    _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=False)
+    page.locator("[data-testid='stSlider']").filter(has_text="num_tokens").locator("input").focus()
+    begin = page.evaluate("() => performance.now()")
+    page.keyboard.press("ArrowRight")
+    _drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})", charts=False)
+    move = (page.evaluate("() => window.__lastChange") - begin) / 1000
+    context.close()
+    return move
+
+
 def floor(browser, before: list[str], after: list[str]) -> tuple[float, float, float]:
     """(load + newPlot, react, purge + newPlot) in seconds on a bare page in a new browser profile: plotly.js alone
     drawing the app's figures, then redrawing them as the app's slider move did, then as a remount does."""
@@ -181,36 +208,39 @@ def floor(browser, before: list[str], after: list[str]) -> tuple[float, float, f
     return load_and_new_plot, react, remount
 
 
-def measure(browser, url: str, query: dict[str, str], repeats: int, offset: int) -> dict[str, list[float]]:
-    """``repeats`` visits, each with its floor measured straight after it (so a busy machine slows both alike)."""
-    found: dict[str, list[float]] = {
-        "paint": [],
-        "move": [],
-        "server": [],
-        "newplot": [],
-        "react": [],
-        "remount": [],
-        "charts": [],
-    }
+def measure(browser, urls: tuple[str, str], query: dict[str, str], repeats: int, offset: int) -> dict[str, list]:
+    """``repeats`` visits to the app (``urls[0]``), each with its floors measured straight after it (so a busy machine
+    slows all alike): plotly's, on a bare page, and Streamlit's, on bench/streamlit_floor.py (``urls[1]``)."""
+    names = ("paint", "move", "server", "newplot", "react", "remount", "streamlit")
+    found: dict[str, list[float]] = {name: [] for name in (*names, "charts")}
     for repeat in range(repeats):
-        run = visit(browser, url, {**query, "seed": str(offset + repeat)})  # a new seed: a cache miss on the server
+        seeded = {**query, "seed": str(offset + repeat)}  # a new seed: a cache miss on the server
+        run = visit(browser, urls[0], seeded)
         newplot, react, remount = floor(browser, run["before"], run["after"])
-        values = (run["paint"], run["move"], run["server"], newplot, react, remount)
-        for name, value in zip(("paint", "move", "server", "newplot", "react", "remount"), values, strict=True):
+        values = (
+            run["paint"],
+            run["move"],
+            run["server"],
+            newplot,
+            react,
+            remount,
+            streamlit_move(browser, urls[1], seeded),
+        )
+        for name, value in zip(names, values, strict=True):
             found[name].append(value)
         found["charts"].append(len(run["after"]))
     return found
 
 
 def table_row(name: str, found: dict[str, list[float]]) -> str:
-    paint, move = statistics.median(found["paint"]), statistics.median(found["move"])
-    newplot, react = statistics.median(found["newplot"]), statistics.median(found["react"])
+    median = {key: statistics.median(values) for key, values in found.items()}
+    paint, move, newplot, react = median["paint"], median["move"], median["newplot"], median["react"]
     paint_goal, move_goal = 1.5 * newplot, 2 * react + 0.15
     return (
         f"| {name} | {max(found['charts'])} | {paint:.2f} s | {newplot:.2f} s | {paint / newplot:.1f}× | "
         f"{paint_goal:.2f} s {'✓' if paint <= paint_goal else '✗'} | {move:.2f} s | {react:.2f} s | "
-        f"{move / react:.1f}× | {move_goal:.2f} s {'✓' if move <= move_goal else '✗'} | "
-        f"{statistics.median(found['remount']):.2f} s | {statistics.median(found['server']):.2f} s |"
+        f"{move / react:.1f}× | {move_goal:.2f} s {'✓' if move <= move_goal else '✗'} | {median['streamlit']:.2f} s | "
+        f"{move - median['streamlit'] - react:.2f} s | {median['remount']:.2f} s | {median['server']:.2f} s |"
     )
 
 
@@ -223,19 +253,26 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     cases = list(CASES.items()) if args.case == "all" else [list(CASES.items())[int(args.case)]]
-    with sync_playwright() as playwright, StreamlitServer() as server:
+    floor_log = Path(__file__).resolve().parents[1] / "artifacts" / "streamlit-floor.log"
+    with (
+        sync_playwright() as playwright,
+        StreamlitServer() as server,
+        StreamlitServer(FLOOR_PAGE, log_path=floor_log) as bare,
+    ):
         browser = chromium.launch(playwright)
         start = time.perf_counter()
         visit(browser, server.url, {"seed": "1"})  # the server's first visitor: imports, first compilations
+        streamlit_move(browser, bare.url, {"seed": "1"})
         print(f"(warm-up visit {time.perf_counter() - start:.1f} s; medians of {args.repeats} new visitors)")
         print(
             "| settings | charts | app first paint | plotly load + newPlot | ratio | goal ≤ 1.5× | "
-            "app slider → redrawn | plotly react | ratio | goal ≤ 2× + 0.15 s | plotly purge + newPlot (a remount) | "
+            "app slider → redrawn | plotly react | ratio | goal ≤ 2× + 0.15 s | Streamlit's own move (no figure) | "
+            "the rest: app − Streamlit − react | plotly purge + newPlot (a remount) | "
             "of the move, until the last websocket message |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for index, (name, query) in enumerate(cases):
-            found = measure(browser, server.url, query, args.repeats, offset=7000 + 100 * index)
+            found = measure(browser, (server.url, bare.url), query, args.repeats, offset=7000 + 100 * index)
             print(table_row(name, found), flush=True)
         browser.close()
     return 0
