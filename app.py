@@ -38,20 +38,21 @@ def main() -> None:
     url.show_notices()  # after every URL value is read, so a bad one's notice shows now
 
     view = caches.cached_view(settings, section, batch_index, enlarge, presenter)
-    staged = stage_panel(view) if presenter and section == "attention" else None
-    if staged is None:
-        draw_output(view, settings, batch_index)
-    else:  # presenter mode: the attention weights fill the first screen beside the output and the book check
-        output_column, stage_column = st.columns([1, 2], gap="medium")  # the printed rows just fit at 1280 px
-        with output_column:
-            st.caption(f"Listing 3.5 on {settings.device}, {settings.dtype}: {shape}.")
-            draw_output(view, settings, batch_index, compact=True)
-        with stage_column:
-            boundary.show_figure(staged, bare=True, stage=True)
-        if view.output_panel is not None:  # a large output's heatmap, full width under the first screen
-            boundary.show_figure(view.output_panel)
-    if view.enlarged is not None:
-        boundary.show_figure(view.enlarged)
+    with st.container():  # one block, whatever the output shows: the tabs' charts keep their place (url.show_notices)
+        staged = stage_panel(view) if presenter and section == "attention" else None
+        if staged is None:
+            draw_output(view, settings, batch_index)
+        else:  # presenter mode: the attention weights fill the first screen beside the output and the book check
+            output_column, stage_column = st.columns([1, 2], gap="medium")  # the printed rows just fit at 1280 px
+            with output_column:
+                st.caption(f"Listing 3.5 on {settings.device}, {settings.dtype}: {shape}.")
+                draw_output(view, settings, batch_index, compact=True)
+            with stage_column:
+                boundary.show_figure(staged, bare=True, stage=True)
+            if view.output_panel is not None:  # a large output's heatmap, full width under the first screen
+                boundary.show_figure(view.output_panel)
+        if view.enlarged is not None:
+            boundary.show_figure(view.enlarged)
 
     attention_tab, reshape_tab, download_tab = sidebar.section_tabs("section", SECTIONS, section)
     with attention_tab:  # only the open section is drawn and sent

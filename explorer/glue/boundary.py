@@ -44,9 +44,9 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
             figure = staged[0]
             st.html(STAGE_TEXT_CSS.format(key=f"stage_{panel.key}", width=staged[1], height=staged[2]))
         with st.container(key=f"stage_{panel.key}"):
-            plot(st, figure, key=f"chart_{panel.key}", height="stretch")
+            plot(st, figure, key=f"chart_{panel.key}", height="stretch", label=panel.title)
     else:
-        plot(st, panel.figure, key=f"chart_{panel.key}")
+        plot(st, panel.figure, key=f"chart_{panel.key}", label=panel.title)
     if not bare:
         st.caption(panel.caption)
 
@@ -80,8 +80,9 @@ STAGE_TEXT_CSS = (
 )
 
 
-def plot(container, figure, *, key: str, height: int | str = "content") -> None:
-    """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG.
+def plot(container, figure, *, key: str, height: int | str = "content", label: str = "") -> None:
+    """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG, named ``label``
+    for a screen reader (else by its own title).
 
     Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
     grid colours) follows the page's light or dark theme; they set their text sizes themselves. Their colour scales
@@ -95,7 +96,7 @@ def plot(container, figure, *, key: str, height: int | str = "content") -> None:
     # (out_proj.weight's bar 600 px from its heatmap); drawn at its own width in a narrower place, it broke.
     if figure.layout.width and height == "content":
         container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
-    chart.draw(container, figure, config=figures.png_config_for(figure), key=key, height=height)
+    chart.draw(container, figure, config=figures.png_config_for(figure), key=key, height=height, label=label)
 
 
 # Columns that a phone stacks (Streamlit does below 640 px) in reverse: the right one, the step's figure, comes first

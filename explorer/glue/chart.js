@@ -116,10 +116,16 @@ export default function (component) {
   if (!plot) {
     plot = document.createElement("div");
     plot.className = "mha-chart";
+    // A figure that the keyboard reaches, named by its title. Streamlit's tab panel (react-aria) looks for a
+    // tabbable element in the panel on every change under it: with none there, each of plotly's DOM updates walked
+    // every node of every chart in the panel (0.1 s of a move at 8 heads × 512 tokens; docs/decisions.md).
+    plot.tabIndex = 0;
+    plot.setAttribute("role", "figure");
     parentElement.appendChild(plot);
   }
   followPlace(plot);
-  const { figure, config, stretch } = JSON.parse(new TextDecoder().decode(data));
+  const { figure, config, stretch, label } = JSON.parse(new TextDecoder().decode(data));
+  plot.setAttribute("aria-label", label || "chart");
   // The figure's width and, on a stage, its height are its place's (Streamlit's width="stretch"): a figure that
   // sets its own width is drawn in a place of that width (boundary.plot).
   const layout = { ...figure.layout, template: pageTemplate(plot), autosize: true };

@@ -16,6 +16,7 @@ import filecmp
 import json
 import logging
 import os
+import re
 import shutil
 import weakref
 from pathlib import Path
@@ -45,12 +46,19 @@ def serve_plotly_js(static: Path = APP_STATIC) -> Path:
     return target
 
 
-def figure_bytes(figure, config: dict, *, stretch: bool) -> bytes:
-    """What the element draws: the figure's JSON (numpy arrays as base64), its plotly config and whether it fills
-    its container's height. The figure's JSON is written once, never parsed back."""
+def figure_bytes(figure, config: dict, *, stretch: bool, label: str = "") -> bytes:
+    """What the element draws: the figure's JSON (numpy arrays as base64), its plotly config, whether it fills
+    its container's height, and its name for a screen reader (``label``; else the figure's title). The figure's JSON
+    is written once, never parsed back."""
     spec = figure_json(figure)
-    rest = json.dumps({"config": config, "stretch": stretch}, separators=(",", ":"))
+    label = plain_text(label or figure.layout.title.text or "")
+    rest = json.dumps({"config": config, "stretch": stretch, "label": label}, separators=(",", ":"))
     return f'{{"figure":{spec},{rest[1:]}'.encode()
+
+
+def plain_text(title: str) -> str:
+    """A title as plain text: plotly's HTML tags (``<b>``, ``<br>``) and markdown's backticks and ``**`` dropped."""
+    return " ".join(re.sub(r"`|\*\*", "", re.sub(r"<[^>]*>", " ", title)).split())
 
 
 # Each figure object's JSON while the object lives (figures from the views' caches are the same objects on every hit,
@@ -83,8 +91,11 @@ def key_of(proto) -> str:
     return proto.id.split("-", 2)[-1]
 
 
-def draw(container, figure, *, config: dict, key: str, width: int | str = "stretch", height="content") -> None:
-    """Draw ``figure`` in ``container`` as the element ``key`` (the same key updates the same drawn chart)."""
-    data = figure_bytes(figure, config, stretch=height == "stretch")
+def draw(
+    container, figure, *, config: dict, key: str, width: int | str = "stretch", height="content", label: str = ""
+) -> None:
+    """Draw ``figure`` in ``container`` as the element ``key`` (the same key updates the same drawn chart), named
+    ``label`` for a screen reader."""
+    data = figure_bytes(figure, config, stretch=height == "stretch", label=label)
     with contextlib.nullcontext() if container is st else container:  # a component draws where `with` points
         _chart(data=data, key=key, width=width, height=height)

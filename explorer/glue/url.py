@@ -150,10 +150,15 @@ def notice(message: str) -> None:
 
 def show_notices() -> None:
     """Show and clear the queued notices that concern this page: its own, and the settings' notices about a field
-    it uses (``st.session_state["_page_fields"]``, set by the settings sidebar). Their user text is quoted."""
+    it uses (``st.session_state["_page_fields"]``, set by the settings sidebar). Their user text is quoted.
+
+    They sit in a container that is drawn (empty, no gap) when there are none. Streamlit's browser side keys a block
+    by its place among its siblings: a notice gone on the next rerun moved every block after it one place up, and
+    remounted their charts (5 of 6 at 8 heads × 512 tokens, the first slider move after a shared link)."""
     state = st.session_state
     used = set(state.get("_page_fields", FIELD_NAMES))
     settings_notices = [m for m in state.get("notices", []) if not notice_fields(m) or notice_fields(m) & used]
-    for message in settings_notices + state.get("page_notices", []):
-        st.warning(message, icon=":material/warning:")
+    with st.container():  # one block, notices or none (the docstring says why)
+        for message in settings_notices + state.get("page_notices", []):
+            st.warning(message, icon=":material/warning:")
     state["notices"], state["page_notices"] = [], []

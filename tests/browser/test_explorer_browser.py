@@ -126,6 +126,15 @@ def wait_for_drawn(page, check: str, what: str, timeout: float = 90_000) -> list
     return page.evaluate(DRAWN_JS)
 
 
+def move(page, label: str, shape: str) -> None:
+    """One step right on the slider ``label``, until ``shape`` is on the page and the script has finished."""
+    page.locator("[data-testid='stSlider']").filter(has_text=label).locator("input").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("s => document.querySelector(\"[data-testid='stMain']\").textContent.includes(s)", arg=shape)
+    wait_for_app(page)
+    assert_no_exception(page)
+
+
 def test_every_chart_draws_the_new_figure_after_a_slider_move_and_a_tab_switch(page, app_url):
     """A chart must never keep its old figure. Streamlit's PlotlyChart reads its figure only when it mounts (and a
     remount with the same element id restores the figure it stored): with ids that ignore the figure, 4 of 5 charts
@@ -136,18 +145,9 @@ def test_every_chart_draws_the_new_figure_after_a_slider_move_and_a_tab_switch(p
     per_head = [chart["title"] for chart in before if chart["axes"] == 2]
     assert len(per_head) >= 3, before  # scores, masked scores, weights: one panel per head
 
-    def move(label: str, shape: str) -> None:
-        page.locator("[data-testid='stSlider']").filter(has_text=label).locator("input").focus()
-        page.keyboard.press("ArrowRight")
-        page.wait_for_function(
-            "s => document.querySelector(\"[data-testid='stMain']\").textContent.includes(s)", arg=shape
-        )
-        wait_for_app(page)
-        assert_no_exception(page)
-
-    move("num_tokens", "(2, 2, 7, 7)")
+    move(page, "num_tokens", "(2, 2, 7, 7)")
     wait_for_drawn(page, "c.labels === 7", "num_tokens 6 → 7")
-    move("num_heads", "(2, 3, 7, 7)")
+    move(page, "num_heads", "(2, 3, 7, 7)")
     after = wait_for_drawn(page, "c.labels === 7 && c.axes !== 2", "num_heads 2 → 3")
     assert sorted(c["title"] for c in after if c["axes"] == 3) == sorted(per_head), after
 
@@ -158,3 +158,29 @@ def test_every_chart_draws_the_new_figure_after_a_slider_move_and_a_tab_switch(p
     wait_for_app(page)
     back = wait_for_drawn(page, "c.labels === 7 && c.axes !== 2", "back on the attention tab")
     assert sorted(c["title"] for c in back if c["axes"] == 3) == sorted(per_head), back
+
+
+# Each chart's element marked before a move; after it, whether each chart is still that element, and its name.
+MARK_JS = "() => document.querySelectorAll('.mha-chart').forEach(chart => { chart.mhaBeforeMove = true; })"
+CHARTS_JS = """() => [...document.querySelectorAll('.mha-chart')].map(chart => ({kept: chart.mhaBeforeMove === true,
+  tabIndex: chart.tabIndex, role: chart.getAttribute('role'), name: chart.getAttribute('aria-label')}))"""
+
+
+def test_charts_are_updated_in_place_when_a_notice_goes_and_the_keyboard_reaches_each(page, app_url):
+    """A link's notice shows on the first run only. Gone, it moved every block after it up one place, and Streamlit
+    remounted their charts: 5 of 6 drawn afresh on the first move at 8 heads × 512 tokens. And each chart is a named
+    figure the keyboard reaches, so the tab panel holding them finds a tabbable child at once (react-aria then gives
+    the panel no tab stop of its own); with none, it walked every chart's nodes on each change (decisions.md)."""
+    page.goto(f"{app_url}/?seed=5&head=9")
+    wait_for_app(page)
+    assert "head=9 is not one of none, 0, 1" in " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+    wait_for_drawn(page, "c.labels === 6", "6 tokens")
+    page.evaluate(MARK_JS)
+    move(page, "num_tokens", "(2, 2, 7, 7)")
+    wait_for_drawn(page, "c.labels === 7", "num_tokens 6 → 7")
+    assert "head=9" not in " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+    charts = page.evaluate(CHARTS_JS)
+    assert len(charts) >= 5 and all(chart["kept"] for chart in charts), charts
+    assert all(chart["tabIndex"] == 0 and chart["role"] == "figure" for chart in charts), charts
+    assert "Attention weights: softmax of the scaled masked scores" in [chart["name"] for chart in charts], charts
+    assert page.locator("[role='tabpanel']:not([hidden])").first.get_attribute("tabindex") is None

@@ -91,3 +91,17 @@ def test_a_figures_json_is_made_once_per_figure_object_and_forgotten_with_it(mon
     del figure
     gc.collect()
     assert key not in chart._JSON_OF
+
+
+def test_a_chart_is_named_for_a_screen_reader_by_its_panel_title_or_else_its_own_title():
+    import json
+
+    import plotly.graph_objects as go
+
+    from explorer.glue import chart
+
+    titled = go.Figure(go.Heatmap(z=[[1]]), layout={"title": {"text": "<b>attn_weights</b><br>head 0"}})
+    assert json.loads(chart.figure_bytes(titled, {}, stretch=False))["label"] == "attn_weights head 0"
+    named = chart.figure_bytes(titled, {}, stretch=False, label="**Raw scores** `Q Kᵀ`, per head")
+    assert json.loads(named)["label"] == "Raw scores Q Kᵀ, per head"
+    assert json.loads(chart.figure_bytes(go.Figure(), {}, stretch=False))["label"] == ""
