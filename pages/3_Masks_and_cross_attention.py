@@ -148,15 +148,16 @@ def _printed_width(view) -> int:
 
 def show_panels(view, src_len: int) -> None:
     panels = {panel.key: panel for panel in view.panels}
-    if "mask" in panels and _printed_width(view) <= SIDE_CODE_MOST_CHARS:
-        mask_col, conventions_col = st.columns(2, gap="large")
-        with mask_col:
+    with st.container():  # one block, however the mask is laid out: the weights and output keep their places
+        if "mask" in panels and _printed_width(view) <= SIDE_CODE_MOST_CHARS:
+            mask_col, conventions_col = st.columns(2, gap="large")
+            with mask_col:
+                boundary.show_figure(panels["mask"])
+            with conventions_col:  # one mask, two conventions
+                show_conventions(view, src_len)
+        elif "mask" in panels:  # a wider print gets the page's width: beside the figure it hid its 6th column
             boundary.show_figure(panels["mask"])
-        with conventions_col:  # one mask, two conventions
             show_conventions(view, src_len)
-    elif "mask" in panels:  # a wider print gets the page's width: beside the figure it hid its 6th column
-        boundary.show_figure(panels["mask"])
-        show_conventions(view, src_len)
     boundary.show_figure(panels["weights"])
     output_col, _ = st.columns(2)
     with output_col:
@@ -213,8 +214,9 @@ def main() -> None:
     if presenter:
         presenter_panels(view, settings)
     else:
-        if view.fully_masked:
-            show_fully_masked(view, settings)
+        with st.container():  # one block, with or without the warning: the charts below keep their places
+            if view.fully_masked:
+                show_fully_masked(view, settings)
         show_agreement(view, settings, presenter)
         show_panels(view, src_len)
     url.sync_url(

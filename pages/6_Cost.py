@@ -44,13 +44,15 @@ def main() -> None:
     url.show_notices()
     spec = measuring.cost_spec(settings, chosen, TIME_BUDGET_S)
     longest = spec.max_tokens
-    if longest < chosen:
-        st.warning(
-            f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens in {settings.dtype} is "
-            f"over the measurement's memory budget of {budget.JOB_BYTES // budget.MB} MB; measuring up to "
-            f"{longest} tokens, the nearest length that fits. Lower batch_size or num_heads to go further.",
-            icon="⚠️",
-        )
+    with st.container():  # one block, with or without the warning: the figures below keep their places
+        if longest < chosen:
+            st.warning(
+                f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens in "
+                f"{settings.dtype} is over the measurement's memory budget of {budget.JOB_BYTES // budget.MB} MB; "
+                f"measuring up to {longest} tokens, the nearest length that fits. Lower batch_size or num_heads to "
+                "go further.",
+                icon="⚠️",
+            )
     tokens = spec.tokens
     if not presenter:
         st.markdown(

@@ -62,6 +62,23 @@ def charts(at: AppTest) -> dict[str, dict]:
     return found
 
 
+def chart_places(at: AppTest) -> dict[str, tuple[int, ...]]:
+    """Where each chart sits in the page's tree (its index in each block down from the main area), by panel key.
+
+    Streamlit's browser side matches blocks to the last run's by place: a chart whose place changed between two runs
+    is drawn afresh, not updated (url.show_notices)."""
+    found = {}
+
+    def walk(node, place: tuple[int, ...]) -> None:
+        for index, child in getattr(node, "children", {}).items():
+            if child.type == ELEMENT:
+                found[key_of(child.proto).removeprefix("chart_")] = (*place, index)
+            walk(child, (*place, index))
+
+    walk(at.main, ())
+    return found
+
+
 def head_matrices(figure: dict, role: str = "values") -> list[np.ndarray]:
     """The z matrix of every trace with meta.role == role, in head order."""
     traces = [t for t in figure["data"] if (t.get("meta") or {}).get("role") == role]

@@ -9,7 +9,7 @@ from explorer.glue.settings import Settings, parse_query, to_query
 from mha_core import runs
 from mha_core.book import PRINTED_OUTPUT
 
-from ..apptest_helpers import charts, head_matrices, printed, run_page, texts
+from ..apptest_helpers import chart_places, charts, head_matrices, printed, run_page, texts
 
 APP = "app.py"
 
@@ -111,6 +111,9 @@ def test_bad_url_values_are_replaced_with_a_notice(query, expected_notice):
     assert not at.exception
     warnings = [w.value for w in at.warning]
     assert any(expected_notice in w for w in warnings), warnings
+    places = chart_places(at)
+    at.run()  # the notice is shown once: gone now, and no chart moved (each is updated in the browser, not redrawn)
+    assert not at.warning and chart_places(at) == places
 
 
 def test_url_text_is_never_rendered_as_html():

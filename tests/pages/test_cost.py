@@ -15,7 +15,7 @@ from explorer.views import cost
 from mha_core import profiling, runs
 from mha_core.modules import trace_forward
 
-from ..apptest_helpers import run_page
+from ..apptest_helpers import chart_places, run_page
 
 PAGE = "pages/6_Cost.py"
 SMALL = profiling.CostSpec(
@@ -166,6 +166,11 @@ def test_measure_button_draws_log_log_charts_and_the_table():
     table = at.table[0].value  # HTML: its 9 columns all show at 1280 × 800 (a canvas scrolled them away)
     assert list(table["T"]) == [64, 128]
     assert "equal the formula" in "\n".join(m.value for m in at.markdown)
+    places = chart_places(at)
+    at.slider(key="w_batch_size").set_value(8).run(timeout=180)
+    at.select_slider(key="cost_max_tokens").set_value(1024).run(timeout=180)
+    assert any("nearest length that fits" in w.value for w in at.warning)  # over the budget, said above the figures
+    assert chart_places(at) == places  # without moving them: each is updated in the browser, not drawn afresh
 
 
 @pytest.mark.parametrize("raw", ["abc", "1e309", "-5", "99999999999999999999", "300", "<script>x</script>"])

@@ -20,7 +20,7 @@ from mha_core.reference import compare_with_torch
 from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace, separate_heads
 
 from .. import apptest_helpers as helpers
-from ..apptest_helpers import charts, decode, printed
+from ..apptest_helpers import chart_places, charts, decode, printed
 
 PAGES = {
     "step": "pages/1_Step_through.py",
@@ -257,14 +257,17 @@ def test_padding_length_zero_flags_fully_masked_rows_and_zero_context():
 def test_custom_mask_buttons_and_url_rows():
     at = open_page("masks", mask="custom", tgt_len=3, src_len=4)
     assert [url(at, f"m{i}") for i in range(3)] == ["1", "3", "7"]  # causal by default
+    places = chart_places(at)
     at.button(key="masks_none").click().run()
     assert not at.exception
     assert [url(at, f"m{i}") for i in range(3)] == ["0", "0", "0"]
     assert warnings(at) == [
         "Fully masked rows (every key blocked) · batch element 0: q0, q1, q2; batch element 1: q0, q1, q2"
     ]
+    assert chart_places(at) == places  # the warning came without moving a chart: each is updated, not redrawn
     at.button(key="masks_all").click().run()
     assert [url(at, f"m{i}") for i in range(3)] == ["15"] * 3 and not warnings(at)
+    assert chart_places(at) == places
 
 
 def test_no_mask_and_bad_mask_params():
