@@ -1,5 +1,5 @@
 """Streamlit's own share of a slider move: the Explorer's settings sidebar, title and shape line, and no figure.
-(No page links: they link the app's pages, and this script is not that app; 10 elements, about 0.08 s of a move.)
+(No page links: they link the app's pages, and this script is not that app.)
 
 bench/browser_timing.py moves this page's num_tokens slider beside the app's, in the same run: what is left of the
 app's move past this and plotly's own react is the app's (its server work and the elements it draws).

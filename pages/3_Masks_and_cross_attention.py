@@ -148,7 +148,7 @@ def _printed_width(view) -> int:
 
 def show_panels(view, src_len: int) -> None:
     panels = {panel.key: panel for panel in view.panels}
-    with st.container():  # one block, however the mask is laid out: the weights and output keep their places
+    with st.container():  # one block, however the mask is laid out: the charts below keep their places
         if "mask" in panels and _printed_width(view) <= SIDE_CODE_MOST_CHARS:
             mask_col, conventions_col = st.columns(2, gap="large")
             with mask_col:
@@ -214,7 +214,7 @@ def main() -> None:
     if presenter:
         presenter_panels(view, settings)
     else:
-        with st.container():  # one block, with or without the warning: the charts below keep their places
+        with st.container():  # one block, warning or none: the charts below keep their places (url.show_notices)
             if view.fully_masked:
                 show_fully_masked(view, settings)
         show_agreement(view, settings, presenter)

@@ -44,7 +44,7 @@ def main() -> None:
     url.show_notices()
     spec = measuring.cost_spec(settings, chosen, TIME_BUDGET_S)
     longest = spec.max_tokens
-    with st.container():  # one block, with or without the warning: the figures below keep their places
+    with st.container():  # one block, warning or none: the figures below keep their places (url.show_notices)
         if longest < chosen:
             st.warning(
                 f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens in "

@@ -219,13 +219,13 @@ def printed(text: str, *, wrap: bool = False) -> None:
     language (0.4–0.8 s of a new visitor's main thread before the first chart could draw, issue 20), for text that
     has no syntax to highlight. ``wrap``: long lines wrap (a narrow column) instead of scrolling sideways."""
     theme = "dark" if st.context.theme.type == "dark" else "light"  # the browser's, as for the figures (plot)
-    background = st.get_option(f"theme.{theme}.codeBackgroundColor") or PRINTED_BACKGROUND[theme]
+    background = st.get_option(f"theme.{theme}.codeBackgroundColor") or PRINTED_FALLBACK
     box = "mha-printed mha-wrap" if wrap else "mha-printed"
     style = PRINTED_CSS.replace("BACKGROUND", background)
     st.html(f'{style}<pre class="{box}"><code>{html.escape(text)}</code></pre>')
 
 
-PRINTED_BACKGROUND = {"light": "#eef1f6", "dark": "#1c2230"}  # .streamlit/config.toml's, if a deploy drops them
+PRINTED_FALLBACK = "rgba(128, 128, 128, 0.15)"  # a config without code colours: a grey that shows on light and dark
 # st.code's box, read off Streamlit 1.67's code block at 16 and 22 px type; the text's colour is the page's.
 PRINTED_CSS = (
     "<style>.mha-printed { margin: 0; padding: 1rem 0 1rem 1rem; border-radius: 0.35rem; background: BACKGROUND; "
