@@ -8,10 +8,15 @@ criterion). From the trace, on the page's main thread:
 * by script: the V8 CPU profiler's samples, self time summed by the script each sampled function lives in
   (Streamlit's PlotlyChart chunk holds plotly.js itself; index.*.js is Streamlit's React app);
 * by function: the heaviest functions by self time, with their script;
+* by task: every main-thread task from the key press to the page's last change, named by the script that most of its
+  sampled JS belongs to: plotly.js (a chart's ``Plotly.react``), Streamlit's frontend (a React pass over the page's
+  elements, on each batch of messages from the server), or no script (paint, layout, idle callbacks);
 * the charts: how many of the ``.js-plotly-plot`` elements survived the move (a chart updated keeps its element, a
   chart remounted gets a new one), how many elements faded stale, and the layouts plotly.js ended up with.
 
-    python bench/browser_trace.py [--case 0|1] [--save trace.json]
+``--floor`` traces the same move on bench/streamlit_floor.py (the same sidebar, no figure): Streamlit's own share.
+
+    python bench/browser_trace.py [--case 0|1] [--floor] [--save trace.json]
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from browser_timing import CASES, TIMEOUT_S, VIEWPORT, WATCH_JS, _drawn  # noqa: E402
+from browser_timing import CASES, FLOOR_PAGE, TIMEOUT_S, VIEWPORT, WATCH_JS, _drawn  # noqa: E402
 
 from harness import chromium  # noqa: E402
 from harness.server import StreamlitServer  # noqa: E402
@@ -142,13 +147,66 @@ def profile_self_times(events: list[dict], thread: tuple[int, int]) -> tuple[dic
     return dict(by_script), dict(by_function)
 
 
-def trace_move(browser, url: str, query: dict[str, str], save: Path | None) -> None:
+def samples(events: list[dict], thread: tuple[int, int]) -> list[tuple[float, float, str]]:
+    """The CPU profiler's samples on the thread's process: (time in the trace's µs, duration in ms, script)."""
+    starts = {e.get("id"): e["args"]["data"]["startTime"] for e in events if e.get("name") == "Profile"}
+    nodes: dict[tuple, dict] = {}
+    clock: dict = {}
+    found = []
+    for event in events:
+        if event.get("name") != "ProfileChunk" or event["pid"] != thread[0]:
+            continue
+        profile_id, data = event.get("id"), event["args"]["data"]
+        for node in data.get("cpuProfile", {}).get("nodes", []):
+            nodes[(profile_id, node["id"])] = node["callFrame"]
+        for node_id, delta in zip(
+            data.get("cpuProfile", {}).get("samples", []), data.get("timeDeltas", []), strict=False
+        ):
+            clock[profile_id] = clock.get(profile_id, starts.get(profile_id, 0)) + delta
+            frame = nodes.get((profile_id, node_id), {})
+            found.append((clock[profile_id], delta / 1000, (frame.get("url") or "").rsplit("/", 1)[-1]))
+    return found
+
+
+def task_owner(scripts: collections.Counter) -> str:
+    """What a task was, by the script most of its sampled JS belongs to."""
+    if not scripts:
+        return "no script: paint, layout, the rest"
+    script = scripts.most_common(1)[0][0]
+    return "plotly.js: a chart's Plotly.react" if "plotly" in script else "Streamlit's frontend: a React pass"
+
+
+def by_task(events: list[dict], thread: tuple[int, int], move_s: float) -> dict[str, tuple[float, int]]:
+    """(ms, tasks) per owner, over the main thread's tasks from the key press to the move's end."""
+    on_thread = [e for e in events if (e["pid"], e["tid"]) == thread and e.get("ph") == "X"]
+    key = min(
+        (e["ts"] for e in on_thread if e["name"] == "EventDispatch" and e["args"]["data"].get("type") == "keydown"),
+        default=None,
+    )
+    if key is None:
+        return {}
+    tasks = [e for e in on_thread if e["name"] == "RunTask" and key <= e["ts"] <= key + move_s * 1e6]
+    sampled = sorted(samples(events, thread))
+    totals: dict[str, tuple[float, int]] = {}
+    for task in tasks:
+        end = task["ts"] + task.get("dur", 0)
+        scripts = collections.Counter()
+        for when, ms, script in sampled:  # a few thousand samples: a scan per task is fine
+            if task["ts"] <= when <= end and script:
+                scripts[script] += ms
+        owner = task_owner(scripts)
+        ms, count = totals.get(owner, (0.0, 0))
+        totals[owner] = (ms + task.get("dur", 0) / 1000, count + 1)
+    return totals
+
+
+def trace_move(browser, url: str, query: dict[str, str], save: Path | None, *, charts: bool = True) -> None:
     context = browser.new_context(viewport=VIEWPORT)
     context.add_init_script(WATCH_JS)
     page = context.new_page()
     tokens, heads = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2))
     page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
-    _drawn(page, f"(2, {heads}, {tokens}, {tokens})")
+    _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
     page.evaluate(MARK_JS)
     page.evaluate(STALE_JS)
     slider = page.locator("[data-testid='stSlider']").filter(has_text="num_tokens").locator("input")
@@ -156,15 +214,15 @@ def trace_move(browser, url: str, query: dict[str, str], save: Path | None) -> N
     browser.start_tracing(page=page, categories=CATEGORIES)
     begin = page.evaluate("() => performance.now()")
     page.keyboard.press("ArrowRight")
-    _drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})")
+    _drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})", charts=charts)
     move = (page.evaluate("() => window.__lastChange") - begin) / 1000
     raw = browser.stop_tracing()
-    charts = page.evaluate(CHARTS_JS)
+    drawn = page.evaluate(CHARTS_JS)
     stale = page.evaluate("() => window.__staleSeen.size")
     context.close()
     if save:
         save.write_bytes(raw)
-    report(json.loads(raw)["traceEvents"], move, charts, stale)
+    report(json.loads(raw)["traceEvents"], move, drawn, stale)
 
 
 def report(events: list[dict], move: float, charts: list[dict], stale: int) -> None:
@@ -177,6 +235,9 @@ def report(events: list[dict], move: float, charts: list[dict], stale: int) -> N
     print("\nJS self time by script (CPU profiler samples, ms):")
     for script, ms in sorted(scripts.items(), key=lambda item: -item[1])[:12]:
         print(f"  {script[:60]:60s} {ms:8.0f}")
+    print("\nmain thread, by task, from the key press to the last change (ms, tasks):")
+    for owner, (ms, count) in sorted(by_task(events, thread, move).items(), key=lambda item: -item[1][0]):
+        print(f"  {owner:44s} {ms:7.0f} {count:5d}")
     print("\nheaviest functions by self time (ms):")
     for (name, script), ms in sorted(functions.items(), key=lambda item: -item[1])[:25]:
         print(f"  {name[:40]:40s} {script[:40]:40s} {ms:7.0f}")
@@ -193,20 +254,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path)
     parser.add_argument("--url", help="a running server's URL (else one is started and warmed)")
     parser.add_argument("--seed", default="8001")
+    parser.add_argument("--floor", action="store_true", help="trace bench/streamlit_floor.py: no figure")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     name, query = list(CASES.items())[int(args.case)]
     print(f"case: {name}")
     with sync_playwright() as playwright, contextlib.ExitStack() as stack:
-        url = args.url or stack.enter_context(StreamlitServer()).url
+        url = args.url or stack.enter_context(StreamlitServer(FLOOR_PAGE if args.floor else "app.py")).url
         browser = chromium.launch(playwright)
         if not args.url:
             page = browser.new_page()
             page.goto(f"{url}/?seed=1", timeout=TIMEOUT_S * 1000)  # the server's first visitor: warm-up
-            chromium.wait_for_charts(page, TIMEOUT_S)
+            if not args.floor:
+                chromium.wait_for_charts(page, TIMEOUT_S)
             page.close()
-        trace_move(browser, url, {**query, "seed": args.seed}, args.save)
+        trace_move(browser, url, {**query, "seed": args.seed}, args.save, charts=not args.floor)
         browser.close()
     return 0
 
