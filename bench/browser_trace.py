@@ -22,6 +22,7 @@ criterion). From the trace, on the page's main thread:
 from __future__ import annotations
 
 import argparse
+import bisect
 import collections
 import contextlib
 import json
@@ -126,29 +127,9 @@ def by_kind(events: list[dict], thread: tuple[int, int]) -> dict[str, float]:
     return dict(totals)
 
 
-def profile_self_times(events: list[dict], thread: tuple[int, int]) -> tuple[dict, dict]:
-    """Self time (ms) by script and by (function, script), from the CPU profiler's samples on the thread."""
-    nodes: dict[int, dict] = {}
-    by_script: dict[str, float] = collections.defaultdict(float)
-    by_function: dict[tuple[str, str], float] = collections.defaultdict(float)
-    pid = thread[0]
-    for event in events:
-        if event.get("name") != "ProfileChunk" or event["pid"] != pid:
-            continue
-        data = event["args"]["data"]
-        profile = data.get("cpuProfile", {})
-        for node in profile.get("nodes", []):
-            nodes[node["id"]] = node["callFrame"]
-        for node_id, delta in zip(profile.get("samples", []), data.get("timeDeltas", []), strict=False):
-            frame = nodes.get(node_id, {})
-            script = (frame.get("url") or f"({frame.get('functionName') or 'program'})").rsplit("/", 1)[-1]
-            by_script[script] += delta / 1000
-            by_function[(frame.get("functionName") or "(anonymous)", script)] += delta / 1000
-    return dict(by_script), dict(by_function)
-
-
-def samples(events: list[dict], thread: tuple[int, int]) -> list[tuple[float, float, str]]:
-    """The CPU profiler's samples on the thread's process: (time in the trace's µs, duration in ms, script)."""
+def samples(events: list[dict], thread: tuple[int, int]) -> list[tuple[float, float, str, str]]:
+    """The CPU profiler's samples on the thread's process, in time order: (time in the trace's µs, duration in ms,
+    function, script; a native function's script is its own name in brackets)."""
     starts = {e.get("id"): e["args"]["data"]["startTime"] for e in events if e.get("name") == "Profile"}
     nodes: dict[tuple, dict] = {}
     clock: dict = {}
@@ -157,15 +138,26 @@ def samples(events: list[dict], thread: tuple[int, int]) -> list[tuple[float, fl
         if event.get("name") != "ProfileChunk" or event["pid"] != thread[0]:
             continue
         profile_id, data = event.get("id"), event["args"]["data"]
-        for node in data.get("cpuProfile", {}).get("nodes", []):
+        profile = data.get("cpuProfile", {})
+        for node in profile.get("nodes", []):
             nodes[(profile_id, node["id"])] = node["callFrame"]
-        for node_id, delta in zip(
-            data.get("cpuProfile", {}).get("samples", []), data.get("timeDeltas", []), strict=False
-        ):
+        for node_id, delta in zip(profile.get("samples", []), data.get("timeDeltas", []), strict=False):
             clock[profile_id] = clock.get(profile_id, starts.get(profile_id, 0)) + delta
             frame = nodes.get((profile_id, node_id), {})
-            found.append((clock[profile_id], delta / 1000, (frame.get("url") or "").rsplit("/", 1)[-1]))
-    return found
+            function = frame.get("functionName") or ""
+            script = (frame.get("url") or f"({function or 'program'})").rsplit("/", 1)[-1]
+            found.append((clock[profile_id], delta / 1000, function or "(anonymous)", script))
+    return sorted(found)
+
+
+def profile_self_times(events: list[dict], thread: tuple[int, int]) -> tuple[dict, dict]:
+    """Self time (ms) by script and by (function, script), from the CPU profiler's samples on the thread."""
+    by_script: dict[str, float] = collections.defaultdict(float)
+    by_function: dict[tuple[str, str], float] = collections.defaultdict(float)
+    for _, ms, function, script in samples(events, thread):
+        by_script[script] += ms
+        by_function[(function, script)] += ms
+    return dict(by_script), dict(by_function)
 
 
 def task_owner(scripts: collections.Counter) -> str:
@@ -186,14 +178,14 @@ def by_task(events: list[dict], thread: tuple[int, int], move_s: float) -> dict[
     if key is None:
         return {}
     tasks = [e for e in on_thread if e["name"] == "RunTask" and key <= e["ts"] <= key + move_s * 1e6]
-    sampled = sorted(samples(events, thread))
+    sampled = [(when, ms, script) for when, ms, _, script in samples(events, thread) if not script.startswith("(")]
+    times = [when for when, _, _ in sampled]
     totals: dict[str, tuple[float, int]] = {}
     for task in tasks:
         end = task["ts"] + task.get("dur", 0)
         scripts = collections.Counter()
-        for when, ms, script in sampled:  # a few thousand samples: a scan per task is fine
-            if task["ts"] <= when <= end and script:
-                scripts[script] += ms
+        for _, ms, script in sampled[bisect.bisect_left(times, task["ts"]) : bisect.bisect_right(times, end)]:
+            scripts[script] += ms
         owner = task_owner(scripts)
         ms, count = totals.get(owner, (0.0, 0))
         totals[owner] = (ms + task.get("dur", 0) / 1000, count + 1)
