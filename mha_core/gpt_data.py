@@ -6,7 +6,10 @@ order; the last ``HELDOUT_TOPICS`` are held out, unseen by the model.
 
 Text alone on the 30-minute CPU budget grows a previous-token head but no induction head, so training rows
 of the Trained heads page's induction task (``mha_core.tasks``: distinct random ids, then a segment repeated)
-are mixed in, scored only on the repeat, where the next token is predictable (docs/decisions.md).
+are mixed in, scored only on the repeat, where the next token is predictable (docs/decisions.md). Random bytes
+teach a one-byte match, which English defeats (a byte has many earlier occurrences), so rows of English repeated
+(``repeated_text_rows``, ``periodic_text_rows``) and of a few letters repeated (``few_letter_rows``, where only
+a match on several bytes finds the copy) follow.
 
 Axis letters: b batch, T tokens, V vocabulary.
 """
@@ -75,3 +78,63 @@ def unigram_loss(train_ids: torch.Tensor, heldout_ids: torch.Tensor, vocab_size:
     if not math.isfinite(loss):
         raise ValueError(f"unigram loss is {loss}: held-out ids outside [0, {vocab_size})?")
     return loss
+
+
+def _span(gen: torch.Generator, low: int, high: int) -> int:
+    """One seeded integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (1,), generator=gen))
+
+
+def repeated_text_rows(
+    ids: torch.Tensor, gen: torch.Generator, batch_size: int, length: int, span: tuple[int, int]
+) -> torch.Tensor:
+    """(b, length): text windows in which a stretch of ``span`` tokens is written again later in the same window,
+    at a random place: the second copy can be read off the first by induction. Every target is scored."""
+    low, high = span
+    if not 1 <= low <= high <= length // 2:
+        raise ValueError(f"need 1 <= span low <= high <= length // 2 = {length // 2}, got {span}")
+    rows = text_windows(ids, gen, batch_size, length).clone()  # (b, length)
+    for row in rows:
+        size = _span(gen, low, high)
+        first = _span(gen, 0, length - 2 * size)
+        second = _span(gen, first + size, length - size)
+        row[second : second + size] = row[first : first + size]
+    return rows
+
+
+def periodic_text_rows(
+    ids: torch.Tensor, gen: torch.Generator, batch_size: int, length: int, span: tuple[int, int]
+) -> torch.Tensor:
+    """(b, length): a stretch of ``span`` text tokens, written again and again to fill the row, like a sentence
+    typed twice (or more). Every target is scored."""
+    low, high = span
+    if not 1 <= low <= high < ids.numel():
+        raise ValueError(f"need 1 <= span low <= high < {ids.numel()} tokens, got {span}")
+    rows = []
+    for _ in range(batch_size):
+        size = _span(gen, low, high)
+        start = _span(gen, 0, ids.numel() - size)
+        rows.append(ids[start : start + size].repeat(length // size + 1)[:length])  # (length,)
+    return torch.stack(rows)  # (b, length)
+
+
+FEW_LETTERS = tuple(b"etaoinshrdlu ")  # the commonest bytes of English
+
+
+def few_letter_rows(gen: torch.Generator, batch_size: int, length: int, letters: int) -> torch.Tensor:
+    """(b, length): random strings over ``letters`` of the commonest English bytes, a stretch of them repeated
+    later. With few letters each byte recurs every few positions, so only a match on several earlier bytes finds
+    the copy: the skill English needs and random bytes do not teach. Every target is scored."""
+    if not 2 <= letters <= len(FEW_LETTERS) or length < 8:
+        raise ValueError(f"need 2 <= letters <= {len(FEW_LETTERS)} and length >= 8, got {letters} and {length}")
+    pool = torch.tensor(FEW_LETTERS)
+    rows = []
+    for _ in range(batch_size):
+        alphabet = pool[torch.randperm(len(pool), generator=gen)[:letters]]  # (letters,)
+        row = alphabet[torch.randint(0, letters, (length,), generator=gen)]  # (length,)
+        size = _span(gen, length // 8, length // 2)
+        first = _span(gen, 0, length - 2 * size)
+        second = _span(gen, first + size, length - size)
+        row[second : second + size] = row[first : first + size]
+        rows.append(row)
+    return torch.stack(rows)  # (b, length)

@@ -27,16 +27,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from . import gpt_data, head_scores
+from . import english_probe, gpt_data, head_scores
 from .gpt import CONFIG_KEYS, GPTModel, check_config, count_parameters
 from .text_tokenizer import ByteTokenizer
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"
+CHECKPOINT = Path(__file__).resolve().parent.parent / "runs" / "own_gpt.ckpt"  # ignored by git
 WEIGHTS, RECORD = "own_gpt.safetensors", "own_gpt.json"
 PROBE_SEED = 1234  # the repeated random probe the head scores are measured on
 PROBE_BATCH = 16
 HELDOUT_WINDOWS = 64  # held-out windows of context_length tokens scored for the held-out loss
-THREADS = 1  # torch threads for the shipped run: on the shared 2-core machine a second thread did not pay
+THREADS = 2  # torch threads for the shipped run: both cores of this machine
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -44,7 +45,7 @@ class Recipe:
     """Everything that determines the shipped model: the GPT config, the tokenizer and the optimisation."""
 
     vocab_size: int = 256  # bytes
-    context_length: int = 64
+    context_length: int = 128
     emb_dim: int = 128
     n_heads: int = 4
     n_layers: int = 2
@@ -53,18 +54,24 @@ class Recipe:
     tie_weights: bool = False  # True: out_head shares tok_emb's matrix (as GPT-2 does)
     init_std: float = 0.0  # 0 keeps PyTorch's defaults; > 0: GPT-2's init (gpt2_init) with this std
     sinusoidal_positions: bool = False  # True: pos_emb starts as sinusoids (still learned)
-    steps: int = 650  # all steps, the induction warm-up included
-    induction_warmup: int = 350  # first steps on induction rows alone
+    steps: int = 3000  # all steps, the induction warm-up included
+    induction_warmup: int = 400  # first steps on random-byte induction rows alone
     warmup_rows: int = 64  # induction rows per warm-up step
     warmup_length: int = 32  # their length: the plateau is shortest on short rows
-    batch_size: int = 32  # text windows per step after the warm-up
-    repeat_rows: int = 32  # induction rows per step after the warm-up, context_length long
-    lr: float = 3e-3  # AdamW, constant after ``warmup`` steps unless ``final_lr`` differs
-    final_lr: float = 3e-3  # a cosine from lr down to this at the last step
-    warmup: int = 0
+    batch_size: int = 16  # text windows per step after the warm-up
+    repeat_rows: int = 4  # random-byte induction rows per step after the warm-up, context_length long
+    text_repeat_rows: int = 8  # text windows with a stretch written again later (gpt_data.repeated_text_rows)
+    periodic_rows: int = 8  # a text stretch repeated to fill the row (gpt_data.periodic_text_rows)
+    few_letter_rows: int = 8  # a few common letters at random, a stretch repeated (gpt_data.few_letter_rows)
+    few_letters: int = 6
+    span_min: int = 8  # the repeated text stretches' lengths, in tokens
+    span_max: int = 64
+    lr: float = 3e-3  # AdamW, constant after ``lr_warmup`` steps unless ``final_lr`` differs
+    final_lr: float = 3e-4  # a cosine from lr down to this at the last step
+    lr_warmup: int = 0  # steps of linear learning-rate ramp (not the induction warm-up)
     weight_decay: float = 0.0
-    beta2: float = 0.999
-    clip: float = 0.0  # gradient norm clip; 0: none
+    beta2: float = 0.99
+    clip: float = 1.0  # gradient norm clip; 0: none
     seed: int = 0  # model init from seed, batches from seed + 1
     log_every: int = 10
     probe_period: int = 32  # the probe: probe_period random ids, twice
@@ -112,10 +119,10 @@ def gpt2_init(model: GPTModel, std: float) -> None:
 
 
 def learning_rate(recipe: Recipe, step: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at the last step."""
-    if step < recipe.warmup:
-        return recipe.lr * (step + 1) / recipe.warmup
-    progress = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
+    """Linear ramp over ``lr_warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at the last step."""
+    if step < recipe.lr_warmup:
+        return recipe.lr * (step + 1) / recipe.lr_warmup
+    progress = (step - recipe.lr_warmup) / max(1, recipe.steps - recipe.lr_warmup)
     return recipe.final_lr + (recipe.lr - recipe.final_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
@@ -163,9 +170,21 @@ def prepare(recipe: Recipe) -> tuple[ByteTokenizer, torch.Tensor, torch.Tensor]:
     return tokenizer, gpt_data.encode(tokenizer, train_text), gpt_data.encode(tokenizer, heldout_text)
 
 
-def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = None, eval_every: int = 0):
-    """(model, losses): ``recipe.steps`` AdamW steps (or the first ``stop_after``); ``losses`` maps each
-    ``log_every``-th step (1-based) to that step's batch loss. ``eval_every`` > 0 prints probe scores."""
+def train(
+    recipe: Recipe,
+    train_ids: torch.Tensor,
+    *,
+    stop_after: int | None = None,
+    eval_every: int = 0,
+    checkpoint: Path | None = None,
+    checkpoint_every: int = 100,
+):
+    """(model, losses, seconds): ``recipe.steps`` AdamW steps (or the first ``stop_after``); ``losses`` maps each
+    ``log_every``-th step (1-based) to that step's batch loss; ``seconds`` counts every session of the run.
+    ``eval_every`` > 0 prints probe scores.
+
+    With ``checkpoint`` (a file), the state (model, optimiser, batch generator, step, losses) is saved there every
+    ``checkpoint_every`` steps and a run resumes from it: a two-hour run survives a stopped session."""
     torch.manual_seed(recipe.seed)
     model = build(recipe)
     model.train()
@@ -174,8 +193,11 @@ def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = N
     groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, recipe.beta2))
     gen = torch.Generator().manual_seed(recipe.seed + 1)
-    losses, started = {}, time.perf_counter()
-    for step in range(recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
+    losses, first, spent = {}, 0, 0.0
+    if checkpoint is not None and Path(checkpoint).exists():
+        first, losses, spent = resume(Path(checkpoint), recipe, model, optimizer, gen)
+    started = time.perf_counter() - spent
+    for step in range(first, recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(recipe, step)
         loss = batch_loss(model, recipe, train_ids, gen, warming_up=step < recipe.induction_warmup)
@@ -188,20 +210,61 @@ def train(recipe: Recipe, train_ids: torch.Tensor, *, stop_after: int | None = N
             losses[step + 1] = loss.item()
         if eval_every and (step + 1) % eval_every == 0:
             report_progress(model, recipe, step + 1, loss.item(), time.perf_counter() - started)
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0:
+            state = (model, optimizer, gen, step + 1, losses, time.perf_counter() - started)
+            save_checkpoint(Path(checkpoint), recipe, *state)
     model.eval()
-    return model, losses
+    return model, losses, time.perf_counter() - started
+
+
+def save_checkpoint(path: Path, recipe: Recipe, model, optimizer, gen, step: int, losses: dict, wall: float) -> None:
+    """Everything a run needs to go on from ``step``, written to a temporary file first (a kill mid-write keeps
+    the last good checkpoint)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "recipe": dataclasses.asdict(recipe),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "generator": gen.get_state(),
+        "step": step,
+        "losses": losses,
+        "wall_time_s": wall,
+    }
+    partial = path.with_suffix(".partial")
+    torch.save(state, partial)
+    partial.replace(path)
+
+
+def resume(path: Path, recipe: Recipe, model, optimizer, gen) -> tuple[int, dict, float]:
+    """(step, losses, seconds spent) from a checkpoint of the same recipe; a ValueError when the recipe differs."""
+    state = torch.load(path, weights_only=False)
+    if state["recipe"] != dataclasses.asdict(recipe):
+        changed = sorted(k for k, v in dataclasses.asdict(recipe).items() if state["recipe"].get(k) != v)
+        raise ValueError(f"{path} is a checkpoint of another recipe (fields {changed} differ): delete it or match")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"])
+    print(f"resuming {path} at step {state['step']}", flush=True)
+    return state["step"], state["losses"], state["wall_time_s"]
 
 
 def batch_loss(
     model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator, *, warming_up: bool
 ) -> torch.Tensor:
-    """One step's loss: in the warm-up, the mean cross-entropy on the repeats of short induction rows; after it,
-    the mean of two means, over every target of the text windows and over the repeats of full-length rows."""
+    """One step's loss: in the warm-up, the mean cross-entropy on the repeats of short random-byte induction rows;
+    after it, the mean over the kinds of rows of each kind's mean (text everywhere, random bytes on the repeat)."""
     if warming_up:
         rows = [gpt_data.induction_rows(gen, recipe.warmup_rows, recipe.warmup_length, recipe.vocab_size)]
     else:
-        text = gpt_data.text_windows(train_ids, gen, recipe.batch_size, recipe.context_length + 1)  # (b, T + 1)
-        rows = [(text[:, :-1], text[:, 1:], torch.ones(recipe.batch_size, recipe.context_length, dtype=torch.bool))]
+        length, span = recipe.context_length + 1, (recipe.span_min, recipe.span_max)
+        texts = [gpt_data.text_windows(train_ids, gen, recipe.batch_size, length)]  # each (b, T + 1)
+        if recipe.text_repeat_rows:
+            texts.append(gpt_data.repeated_text_rows(train_ids, gen, recipe.text_repeat_rows, length, span))
+        if recipe.periodic_rows:
+            texts.append(gpt_data.periodic_text_rows(train_ids, gen, recipe.periodic_rows, length, span))
+        if recipe.few_letter_rows:
+            texts.append(gpt_data.few_letter_rows(gen, recipe.few_letter_rows, length, recipe.few_letters))
+        rows = [(t[:, :-1], t[:, 1:], torch.ones(t.shape[0], length - 1, dtype=torch.bool)) for t in texts]
         if recipe.repeat_rows:
             rows.append(gpt_data.induction_rows(gen, recipe.repeat_rows, recipe.context_length, recipe.vocab_size))
     means = [F.cross_entropy(model(ids)[scored], targets[scored]) for ids, targets, scored in rows]
@@ -209,13 +272,19 @@ def batch_loss(
 
 
 def report_progress(model: GPTModel, recipe: Recipe, step: int, loss: float, seconds: float) -> None:
-    """One line: step, loss, and per kind the best head score of each layer on the probe."""
+    """One line: step, loss, per kind the best head score of each layer on the random probe, and the repeated
+    English probe (best induction head, the two copies' losses, the copy's greedy accuracy)."""
     scores = measure_heads(model, probe(recipe), recipe.probe_period)
     text = "  ".join(
         f"{kind[:4]} " + "/".join(f"{row.max():.2f}" for row in value)  # the best head of each layer
         for kind, value in scores.items()
     )
-    print(f"step {step:5d}  {seconds:7.1f}s  loss {loss:.3f}  {text}", flush=True)
+    english = english_probe.score_repeats(model, ByteTokenizer())
+    said = (
+        f"english ind {english.best_induction:.2f} loss {english.first_copy_loss:.2f}->{english.second_copy_loss:.2f}"
+        f" acc {english.second_copy_accuracy:.2f}"
+    )
+    print(f"step {step:5d}  {seconds:7.1f}s  loss {loss:.3f}  {text}  {said}", flush=True)
 
 
 def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tensor, torch.Tensor], wall: float) -> dict:
@@ -267,31 +336,34 @@ def load_shipped(directory: Path = SHIPPED) -> tuple[GPTModel, ByteTokenizer]:
     return model.float().eval(), ByteTokenizer()
 
 
-def parse_args(argv: list[str]) -> tuple[Recipe, Path, int]:
-    """``key=value`` overrides of ``RECIPE``; ``out=DIR`` and ``eval_every=N`` are not recipe fields."""
+def parse_args(argv: list[str]) -> tuple[Recipe, Path, int, Path]:
+    """``key=value`` overrides of ``RECIPE``; ``out=DIR``, ``eval_every=N`` and ``checkpoint=FILE`` are not
+    recipe fields."""
     fields = {f.name: f.type for f in dataclasses.fields(Recipe)}
-    overrides, out, eval_every = {}, SHIPPED, 0
+    overrides, out, eval_every, checkpoint = {}, SHIPPED, 0, CHECKPOINT
     for arg in argv:
         key, _, value = arg.partition("=")
         if key == "out":
             out = Path(value)
         elif key == "eval_every":
             eval_every = int(value)
+        elif key == "checkpoint":
+            checkpoint = Path(value)
         elif key in fields:
             kind = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true")}[fields[key]]
             overrides[key] = kind(value)
         else:
-            raise ValueError(f"unknown argument {arg!r}: use key=value with key in {sorted(fields)}, out or eval_every")
-    return dataclasses.replace(RECIPE, **overrides), out, eval_every
+            raise ValueError(
+                f"unknown argument {arg!r}: key=value with key in {sorted(fields)}, out, eval_every, checkpoint"
+            )
+    return dataclasses.replace(RECIPE, **overrides), out, eval_every, checkpoint
 
 
 def main(argv: list[str]) -> dict:
-    recipe, out, eval_every = parse_args(argv)
+    recipe, out, eval_every, checkpoint = parse_args(argv)
     torch.set_num_threads(THREADS)
-    started = time.perf_counter()
     _, train_ids, heldout_ids = prepare(recipe)
-    model, losses = train(recipe, train_ids, eval_every=eval_every)
-    wall = time.perf_counter() - started
+    model, losses, wall = train(recipe, train_ids, eval_every=eval_every, checkpoint=checkpoint)
     rec = record(recipe, model, losses, (train_ids, heldout_ids), wall)
     save(out, model, rec)
     print(json.dumps({k: rec[k] for k in ("heldout_loss", "unigram_heldout_loss", "strongest", "wall_time_s")}))

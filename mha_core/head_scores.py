@@ -75,3 +75,43 @@ def strongest(scores: torch.Tensor) -> tuple[int, int, float]:
     flat = int(torch.argmax(scores))
     layer, head = divmod(flat, scores.shape[-1])
     return layer, head, float(scores[layer, head])
+
+
+def repeat_targets(ids: torch.Tensor, min_match: int = 3) -> torch.Tensor:
+    """(T,) ids -> (T,) int64: for each query i, the key an induction head would read, or -1.
+
+    The key is j + 1, where j < i is the latest earlier position whose last ``min_match`` tokens equal the
+    ``min_match`` tokens ending at i: the token that followed the last time this stretch was seen. On a text made
+    of a sentence typed twice, every query of the second copy past its first ``min_match - 1`` tokens has one.
+    A match on several tokens, not one: in English a single character has many earlier occurrences."""
+    if ids.ndim != 1 or min_match < 1:
+        raise ValueError(f"ids must be (T,) and min_match >= 1, got shape {tuple(ids.shape)} and {min_match}")
+    num_tokens = ids.shape[0]
+    targets = torch.full((num_tokens,), -1, dtype=torch.int64)
+    if num_tokens <= min_match:
+        return targets
+    grams = ids.unfold(0, min_match, 1)  # (T - m + 1, m): the m tokens ending at position g + m - 1
+    for i in range(min_match, num_tokens):
+        here = grams[i - min_match + 1]  # (m,) the stretch ending at i
+        earlier = (grams[: i - min_match + 1] == here).all(dim=-1).nonzero()  # stretches ending before i
+        if earlier.numel():
+            targets[i] = int(earlier[-1]) + min_match  # (its end) + 1
+    return targets
+
+
+def induction_score_on_text(weights: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(..., h, T, T), (T,) -> (..., h): mean weight of each query with a target (``repeat_targets``) on it; NaN
+    where the text repeats no stretch."""
+    _check(weights)
+    rows = (targets >= 0).nonzero().flatten()  # queries that have an earlier copy
+    if rows.numel() == 0:
+        return torch.full(weights.shape[:-2], float("nan"))
+    return weights[..., rows, targets[rows]].mean(dim=-1)
+
+
+def even_spread_score(rows: torch.Tensor) -> float:
+    """The score of a head that spreads each query's weight evenly over the keys it may see (query i sees i + 1
+    keys), averaged over the queries ``rows`` that a score reads: the bar a head must clear to be that kind."""
+    if rows.numel() == 0:
+        return float("nan")
+    return float((1.0 / (rows.double() + 1.0)).mean())

@@ -177,7 +177,7 @@ def test_induction_rows_score_exactly_the_repeat_and_their_targets_are_the_next_
 
 def test_a_short_retrain_reproduces_the_recorded_losses_and_the_loss_falls(prepared, record, recipe, one_thread):
     _, train_ids, _ = prepared
-    _, losses = gpt_training.train(recipe, train_ids, stop_after=RETRAIN_STEPS)
+    _, losses, _ = gpt_training.train(recipe, train_ids, stop_after=RETRAIN_STEPS)
     assert sorted(losses) == list(range(recipe.log_every, RETRAIN_STEPS + 1, recipe.log_every))
     for step, loss in losses.items():
         assert loss == pytest.approx(record["train_loss"][str(step)], rel=1e-3), step
