@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import head_scores
+from . import head_scores, knockout
 from .gpt import GPTModel
 
 SENTENCES = (
@@ -91,8 +91,11 @@ class EnglishScores:
 
 
 @torch.no_grad()
-def score_repeats(model: GPTModel, tokenizer, sentences: tuple[str, ...] = SENTENCES) -> EnglishScores:
-    """Each sentence doubled through the model: induction scores, both copies' losses and the copy's accuracy.
+def score_repeats(
+    model: GPTModel, tokenizer, sentences: tuple[str, ...] = SENTENCES, *, knocked_out=(), mode: str = "zero"
+) -> EnglishScores:
+    """Each sentence doubled through the model: induction scores, both copies' losses and the copy's accuracy;
+    with ``knocked_out`` heads ((layer, head) pairs) silenced (``knockout``), so a circuit's effect is measured.
 
     With P the sentence's tokens plus the space, the text is 2P − 1 tokens; position t predicts t + 1, the first
     copy is read at t = 0..P−2 and the second at t = P..2P−3, both after their copy's first token."""
@@ -102,8 +105,9 @@ def score_repeats(model: GPTModel, tokenizer, sentences: tuple[str, ...] = SENTE
     for sentence in sentences:
         period = len(tokenizer.encode(sentence)) + 1
         ids = torch.tensor([tokenizer.encode(doubled(sentence))])  # (1, 2P - 1)
-        induction.append(head_scores.induction_score(model.attention_weights(ids)[:, 0], period))  # (L, h)
-        logits = model(ids)  # (1, 2P - 1, V)
+        run = knockout.forward_knocked_out(model, ids, knocked_out, mode)
+        induction.append(head_scores.induction_score(run.weights[:, 0], period))  # (L, 1, h, T, T) -> (L, h)
+        logits = run.logits  # (1, 2P - 1, V)
         loss = head_scores.loss_per_position(logits, ids)[0]  # (2P - 2,)
         first += loss[: period - 1].sum().item()
         second += loss[period:].sum().item()
@@ -118,3 +122,54 @@ def score_repeats(model: GPTModel, tokenizer, sentences: tuple[str, ...] = SENTE
         sentences=len(sentences),
         tokens_scored=count,
     )
+
+
+@torch.no_grad()
+def previous_token_scores(model: GPTModel, windows: torch.Tensor) -> torch.Tensor:
+    """(L, h) each head's previous-token score on plain text: (n, T) windows, averaged."""
+    was_training = model.training
+    model.eval()
+    weights = model.attention_weights(windows)  # (L, n, h, T, T)
+    model.train(was_training)
+    return head_scores.previous_token_score(weights).mean(dim=1)  # (L, n, h) -> (L, h)
+
+
+INDUCTION_BAR = 0.1  # a layer's head counts as an induction head on the probe at this mean weight (even spread: ~0.02)
+PREVIOUS_BAR = 0.3  # and a previous-token head on plain text at this one
+
+
+def _summary(scores: EnglishScores) -> dict:
+    return {
+        "best_induction": scores.best_induction,
+        "first_copy_loss": scores.first_copy_loss,
+        "second_copy_loss": scores.second_copy_loss,
+        "second_copy_accuracy": scores.second_copy_accuracy,
+    }
+
+
+@torch.no_grad()
+def report(model: GPTModel, tokenizer, plain_windows: torch.Tensor) -> dict:
+    """The record's account of the probe: scores, the previous-token scores on plain text (``plain_windows``
+    (n, T)), which heads are which, and the probe again with each kind knocked out (zeroed, then mean-ablated)."""
+    intact = score_repeats(model, tokenizer)
+    previous = previous_token_scores(model, plain_windows)  # (L, h)
+    induction = torch.tensor(intact.induction)  # (L, h)
+    kinds = {
+        "previous-token heads": [(l, h) for l, h in (previous >= PREVIOUS_BAR).nonzero().tolist() if l == 0],
+        "induction heads": [(l, h) for l, h in (induction >= INDUCTION_BAR).nonzero().tolist() if l > 0],
+    }
+    knockouts = []
+    for kind, heads in kinds.items():
+        for mode in ("zero", "mean"):
+            if heads:
+                scores = score_repeats(model, tokenizer, knocked_out=heads, mode=mode)
+                knockouts.append({"kind": kind, "heads": heads, "mode": mode} | _summary(scores))
+    return {
+        "sentences": intact.sentences,
+        "tokens_per_copy": intact.tokens_scored,
+        "induction": intact.induction,
+        "previous_token_on_text": previous.tolist(),
+        "best_previous_token_on_text": float(previous.max()),
+        "heads": kinds,
+        "knockouts": knockouts,
+    } | _summary(intact)

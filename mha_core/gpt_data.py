@@ -138,3 +138,29 @@ def few_letter_rows(gen: torch.Generator, batch_size: int, length: int, letters:
         row[second : second + size] = row[first : first + size]
         rows.append(row)
     return torch.stack(rows)  # (b, length)
+
+
+def alphabet_rows(
+    gen: torch.Generator, batch_size: int, length: int, letters: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(ids (b, T), targets (b, T), scored (b, T) bool): random strings over ``letters`` printable characters drawn
+    afresh for each row, a stretch of T/4..T/2 written again later; scored inside the copy only (from its third
+    token on), where the next token is the one after the same stretch earlier. With few letters every character
+    recurs every few positions, so only a match on several characters finds the copy: taught with ``letters``
+    falling from many (one character is enough) to few, a model's induction heads learn to match several."""
+    if not 2 <= letters <= 94 or length < 16:
+        raise ValueError(f"need 2 <= letters <= 94 and length >= 16, got {letters} and {length}")
+    ids, targets, scored = [], [], []
+    for _ in range(batch_size):
+        alphabet = torch.randperm(94, generator=gen)[:letters] + 33  # (letters,) printable ASCII, no space
+        row = alphabet[torch.randint(0, letters, (length + 1,), generator=gen)]  # (T + 1,)
+        size = _span(gen, length // 4, length // 2)
+        first = _span(gen, 0, length + 1 - 2 * size)
+        second = _span(gen, first + size, length + 1 - size)
+        row[second : second + size] = row[first : first + size]
+        mask = torch.zeros(length, dtype=torch.bool)
+        mask[second + 2 : second + size - 1] = True  # position t predicts t + 1, inside the copy
+        ids.append(row[:-1])
+        targets.append(row[1:])
+        scored.append(mask)
+    return torch.stack(ids), torch.stack(targets), torch.stack(scored)

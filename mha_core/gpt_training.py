@@ -27,16 +27,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from . import english_probe, gpt_data, head_scores
+from . import english_probe, gpt_data, gpt_eval, head_scores
 from .gpt import CONFIG_KEYS, GPTModel, check_config, count_parameters
+from .gpt_eval import PROBE_BATCH, PROBE_SEED, heldout_loss, measure_heads, probe
 from .text_tokenizer import ByteTokenizer
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"
 CHECKPOINT = Path(__file__).resolve().parent.parent / "runs" / "own_gpt.ckpt"  # ignored by git
 WEIGHTS, RECORD = "own_gpt.safetensors", "own_gpt.json"
-PROBE_SEED = 1234  # the repeated random probe the head scores are measured on
-PROBE_BATCH = 16
-HELDOUT_WINDOWS = 64  # held-out windows of context_length tokens scored for the held-out loss
+HELDOUT_WINDOWS = 64  # held-out windows of context_length tokens for the previous-token score on plain text
 THREADS = 2  # torch threads for the shipped run: both cores of this machine
 
 
@@ -54,7 +53,7 @@ class Recipe:
     tie_weights: bool = False  # True: out_head shares tok_emb's matrix (as GPT-2 does)
     init_std: float = 0.0  # 0 keeps PyTorch's defaults; > 0: GPT-2's init (gpt2_init) with this std
     sinusoidal_positions: bool = False  # True: pos_emb starts as sinusoids (still learned)
-    steps: int = 3000  # all steps, the induction warm-up included
+    steps: int = 2400  # all steps, the induction warm-up and phase 2 included
     induction_warmup: int = 400  # first steps on random-byte induction rows alone
     warmup_rows: int = 64  # induction rows per warm-up step
     warmup_length: int = 32  # their length: the plateau is shortest on short rows
@@ -67,8 +66,18 @@ class Recipe:
     span_min: int = 8  # the repeated text stretches' lengths, in tokens
     span_max: int = 64
     lr: float = 3e-3  # AdamW, constant after ``lr_warmup`` steps unless ``final_lr`` differs
-    final_lr: float = 3e-4  # a cosine from lr down to this at the last step
+    final_lr: float = 3e-4  # a cosine from lr down to this at step ``lr_horizon``
+    lr_horizon: int = 4000  # the cosine's length (phase 1 stops before its end, at ``curriculum_start``)
     lr_warmup: int = 0  # steps of linear learning-rate ramp (not the induction warm-up)
+    # phase 2, from ``curriculum_start`` on: a fresh AdamW at a constant rate, text and periodic rows beside
+    # alphabet rows whose alphabet shrinks, so induction learns to match several characters (docs/decisions.md)
+    curriculum_start: int = 1400
+    curriculum_lr: float = 1e-3
+    alphabet_rows: int = 32
+    alphabet_length: int = 64
+    alphabet_from: int = 32  # letters at the start of phase 2 ...
+    alphabet_to: int = 3  # ... falling geometrically to this many over ``alphabet_decay`` steps
+    alphabet_decay: int = 1050
     weight_decay: float = 0.0
     beta2: float = 0.99
     clip: float = 1.0  # gradient norm clip; 0: none
@@ -118,47 +127,22 @@ def gpt2_init(model: GPTModel, std: float) -> None:
             nn.init.normal_(param, std=std / math.sqrt(2 * model.cfg["n_layers"]) if scaled else std)
 
 
+def letters_at(recipe: Recipe, step: int) -> int:
+    """Phase 2's alphabet size at ``step``: from ``alphabet_from`` down to ``alphabet_to``, geometrically."""
+    progress = min(1.0, max(0, step - recipe.curriculum_start) / recipe.alphabet_decay)
+    ratio = recipe.alphabet_to / recipe.alphabet_from
+    return max(recipe.alphabet_to, round(recipe.alphabet_from * ratio**progress))
+
+
 def learning_rate(recipe: Recipe, step: int) -> float:
-    """Linear ramp over ``lr_warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at the last step."""
+    """Linear ramp over ``lr_warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at ``lr_horizon``;
+    in phase 2 ``curriculum_lr``."""
+    if step >= recipe.curriculum_start:
+        return recipe.curriculum_lr
     if step < recipe.lr_warmup:
         return recipe.lr * (step + 1) / recipe.lr_warmup
-    progress = (step - recipe.lr_warmup) / max(1, recipe.steps - recipe.lr_warmup)
+    progress = (step - recipe.lr_warmup) / max(1, recipe.lr_horizon - recipe.lr_warmup)
     return recipe.final_lr + (recipe.lr - recipe.final_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-
-def probe(recipe: Recipe) -> torch.Tensor:
-    """(b, 2·period) the fixed repeated random probe the head scores are read on."""
-    return head_scores.repeated_random_tokens(
-        recipe.vocab_size, recipe.probe_period, repeats=2, batch_size=PROBE_BATCH, seed=PROBE_SEED
-    )
-
-
-@torch.no_grad()
-def measure_heads(model: GPTModel, ids: torch.Tensor, period: int) -> dict[str, torch.Tensor]:
-    """Each kind of score, (L, h), on ``ids`` (a probe repeating every ``period`` tokens), batch averaged."""
-    was_training = model.training
-    model.eval()
-    weights = model.attention_weights(ids).mean(dim=1)  # (L, b, h, T, T) -> (L, h, T, T)
-    model.train(was_training)
-    return {
-        "previous token": head_scores.previous_token_score(weights),
-        "first token": head_scores.first_token_score(weights),
-        "induction": head_scores.induction_score(weights, period),
-    }
-
-
-@torch.no_grad()
-def mean_loss(model: GPTModel, windows: torch.Tensor, chunk: int = 16) -> float:
-    """Mean next-token cross-entropy (nats) over (n, T + 1) windows, in eval mode."""
-    was_training = model.training
-    model.eval()
-    total = 0.0
-    for i in range(0, windows.shape[0], chunk):
-        part = windows[i : i + chunk]  # (c, T + 1)
-        logits = model(part[:, :-1])  # (c, T, V)
-        total += F.cross_entropy(logits.flatten(0, 1), part[:, 1:].flatten(), reduction="sum").item()
-    model.train(was_training)
-    return total / (windows.shape[0] * (windows.shape[1] - 1))
 
 
 def prepare(recipe: Recipe) -> tuple[ByteTokenizer, torch.Tensor, torch.Tensor]:
@@ -188,19 +172,20 @@ def train(
     torch.manual_seed(recipe.seed)
     model = build(recipe)
     model.train()
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, recipe.beta2))
-    gen = torch.Generator().manual_seed(recipe.seed + 1)
+    optimizer, gen = _optimizer(model, recipe, phase=1), torch.Generator().manual_seed(recipe.seed + 1)
     losses, first, spent = {}, 0, 0.0
     if checkpoint is not None and Path(checkpoint).exists():
-        first, losses, spent = resume(Path(checkpoint), recipe, model, optimizer, gen)
+        state = _checkpoint_state(Path(checkpoint), recipe)
+        if state["step"] > recipe.curriculum_start:
+            optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator()
+        first, losses, spent = resume(state, model, optimizer, gen)
     started = time.perf_counter() - spent
     for step in range(first, recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
+        if step == recipe.curriculum_start:  # phase 2: a fresh optimiser and batches
+            optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator().manual_seed(recipe.seed + 2)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(recipe, step)
-        loss = batch_loss(model, recipe, train_ids, gen, warming_up=step < recipe.induction_warmup)
+        loss = batch_loss(model, recipe, train_ids, gen, step)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if recipe.clip:
@@ -209,12 +194,20 @@ def train(
         if (step + 1) % recipe.log_every == 0:
             losses[step + 1] = loss.item()
         if eval_every and (step + 1) % eval_every == 0:
-            report_progress(model, recipe, step + 1, loss.item(), time.perf_counter() - started)
+            gpt_eval.report_progress(model, recipe, step + 1, loss.item(), time.perf_counter() - started)
         if checkpoint is not None and (step + 1) % checkpoint_every == 0:
             state = (model, optimizer, gen, step + 1, losses, time.perf_counter() - started)
             save_checkpoint(Path(checkpoint), recipe, *state)
     model.eval()
     return model, losses, time.perf_counter() - started
+
+
+def _optimizer(model: GPTModel, recipe: Recipe, *, phase: int) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only; phase 2 starts afresh at ``curriculum_lr``."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=recipe.lr if phase == 1 else recipe.curriculum_lr, betas=(0.9, recipe.beta2))
 
 
 def save_checkpoint(path: Path, recipe: Recipe, model, optimizer, gen, step: int, losses: dict, wall: float) -> None:
@@ -235,26 +228,46 @@ def save_checkpoint(path: Path, recipe: Recipe, model, optimizer, gen, step: int
     partial.replace(path)
 
 
-def resume(path: Path, recipe: Recipe, model, optimizer, gen) -> tuple[int, dict, float]:
-    """(step, losses, seconds spent) from a checkpoint of the same recipe; a ValueError when the recipe differs."""
+LATER_FIELDS = frozenset(f.name for f in dataclasses.fields(Recipe) if f.name.startswith(("curriculum", "alphabet")))
+
+
+def _checkpoint_state(path: Path, recipe: Recipe) -> dict:
+    """A checkpoint of this recipe; one made before phase 2 may differ in phase 2's fields, the step count and the
+    cosine's horizon (read from its step count). A ValueError names any other difference."""
     state = torch.load(path, weights_only=False)
-    if state["recipe"] != dataclasses.asdict(recipe):
-        changed = sorted(k for k, v in dataclasses.asdict(recipe).items() if state["recipe"].get(k) != v)
+    saved, wanted = dict(state["recipe"]), dataclasses.asdict(recipe)
+    saved.setdefault("lr_horizon", saved["steps"])
+    free = LATER_FIELDS | {"steps"} if state["step"] <= recipe.curriculum_start else frozenset()
+    changed = sorted(k for k, v in wanted.items() if k not in free and saved.get(k) != v)
+    if changed:
         raise ValueError(f"{path} is a checkpoint of another recipe (fields {changed} differ): delete it or match")
+    return state
+
+
+def resume(state: dict, model, optimizer, gen) -> tuple[int, dict, float]:
+    """(step, losses, seconds spent) from a checkpoint's state, loaded into the model, optimiser and generator."""
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     gen.set_state(state["generator"])
-    print(f"resuming {path} at step {state['step']}", flush=True)
+    print(f"resuming at step {state['step']}", flush=True)
     return state["step"], state["losses"], state["wall_time_s"]
 
 
-def batch_loss(
-    model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator, *, warming_up: bool
-) -> torch.Tensor:
+def batch_loss(model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator, step: int):
     """One step's loss: in the warm-up, the mean cross-entropy on the repeats of short random-byte induction rows;
-    after it, the mean over the kinds of rows of each kind's mean (text everywhere, random bytes on the repeat)."""
-    if warming_up:
+    after it, the mean over the kinds of rows of each kind's mean (text everywhere, random bytes and alphabet rows
+    on the repeat)."""
+    if step < recipe.induction_warmup:
         rows = [gpt_data.induction_rows(gen, recipe.warmup_rows, recipe.warmup_length, recipe.vocab_size)]
+    elif step >= recipe.curriculum_start:
+        letters = letters_at(recipe, step)
+        rows = [gpt_data.alphabet_rows(gen, recipe.alphabet_rows, recipe.alphabet_length, letters)]
+        length, span = recipe.context_length + 1, (recipe.span_min, recipe.span_max)
+        for text in (
+            gpt_data.text_windows(train_ids, gen, recipe.batch_size, length),
+            gpt_data.periodic_text_rows(train_ids, gen, recipe.periodic_rows, length, span),
+        ):  # each (b, T + 1)
+            rows.append((text[:, :-1], text[:, 1:], torch.ones(text.shape[0], length - 1, dtype=torch.bool)))
     else:
         length, span = recipe.context_length + 1, (recipe.span_min, recipe.span_max)
         texts = [gpt_data.text_windows(train_ids, gen, recipe.batch_size, length)]  # each (b, T + 1)
@@ -271,27 +284,12 @@ def batch_loss(
     return sum(means) / len(means)
 
 
-def report_progress(model: GPTModel, recipe: Recipe, step: int, loss: float, seconds: float) -> None:
-    """One line: step, loss, per kind the best head score of each layer on the random probe, and the repeated
-    English probe (best induction head, the two copies' losses, the copy's greedy accuracy)."""
-    scores = measure_heads(model, probe(recipe), recipe.probe_period)
-    text = "  ".join(
-        f"{kind[:4]} " + "/".join(f"{row.max():.2f}" for row in value)  # the best head of each layer
-        for kind, value in scores.items()
-    )
-    english = english_probe.score_repeats(model, ByteTokenizer())
-    said = (
-        f"english ind {english.best_induction:.2f} loss {english.first_copy_loss:.2f}->{english.second_copy_loss:.2f}"
-        f" acc {english.second_copy_accuracy:.2f}"
-    )
-    print(f"step {step:5d}  {seconds:7.1f}s  loss {loss:.3f}  {text}  {said}", flush=True)
-
-
 def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tensor, torch.Tensor], wall: float) -> dict:
     """The JSON record: config, recipe, losses, held-out and unigram losses, head scores, wall time, threads."""
     train_ids, heldout_ids = ids
     windows = gpt_data.heldout_windows(heldout_ids, recipe.context_length, HELDOUT_WINDOWS)  # (n, T + 1)
     scores = measure_heads(model, probe(recipe), recipe.probe_period)
+    english = english_probe.report(model, ByteTokenizer(), windows[:, :-1])
     return {
         "config": recipe.config(),
         "recipe": dataclasses.asdict(recipe),
@@ -300,9 +298,10 @@ def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tenso
         "tokens": {"train": train_ids.numel(), "heldout": heldout_ids.numel()},
         "loss_every": recipe.log_every,
         "train_loss": {str(step): value for step, value in losses.items()},
-        "heldout_loss": mean_loss(model, windows),
-        "heldout_tokens_scored": windows.shape[0] * recipe.context_length,
-        "unigram_heldout_loss": gpt_data.unigram_loss(train_ids, heldout_ids, recipe.vocab_size),
+        "heldout_loss": heldout_loss(model, heldout_ids, recipe.context_length),
+        "heldout_tokens_scored": heldout_ids.numel() - 1,  # every held-out byte after the first
+        "unigram_heldout_loss": gpt_data.unigram_loss(train_ids, heldout_ids[1:], recipe.vocab_size),
+        "english_probe": english,
         "probe": {"period": recipe.probe_period, "repeats": 2, "batch_size": PROBE_BATCH, "seed": PROBE_SEED},
         "head_scores": {kind: value.tolist() for kind, value in scores.items()},
         "strongest": {kind: head_scores.strongest(value) for kind, value in scores.items()},

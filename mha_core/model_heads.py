@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import head_scores
+from . import generation, head_scores, knockout
 from .gpt import GPTModel
 
 TOP_K = 5
@@ -120,3 +120,94 @@ def probe_heads(model: GPTModel, tokenizer, probe: Probe = Probe()) -> HeadProbe
         second_copy_loss=float(loss[period:].mean()),
         labels=tuple(tokenizer.labels(ids[0].tolist())),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextScores:
+    """Each head's three scores read on the typed text itself, and what a head that spreads evenly would score."""
+
+    scores: dict[str, np.ndarray]  # kind -> (L, h) float32; induction NaN where the text repeats no stretch
+    even: dict[str, float]  # kind -> the even-spread score over the same queries
+    repeat_rows: tuple[int, ...]  # queries with an earlier copy of their last MIN_MATCH tokens (induction's rows)
+
+    @property
+    def repeat_queries(self) -> int:
+        return len(self.repeat_rows)
+
+
+MIN_MATCH = 3  # tokens that must match for a query to count as a repeat (one byte of English repeats everywhere)
+
+
+def repeat_rows(ids) -> tuple[int, ...]:
+    """The positions whose last MIN_MATCH tokens appeared earlier: where an induction head has a copy to read."""
+    targets = head_scores.repeat_targets(torch.tensor(list(ids), dtype=torch.int64), MIN_MATCH)  # (T,)
+    return tuple(int(r) for r in (targets >= 0).nonzero().flatten())
+
+
+def text_scores(weights: np.ndarray, ids: tuple[int, ...]) -> TextScores:
+    """Previous-token, first-token and induction scores on the text read (weights (L, h, T, T) from ``read_text``)."""
+    w = torch.tensor(np.asarray(weights))  # (L, h, T, T), a copy: the reading's arrays are read-only
+    targets = head_scores.repeat_targets(torch.tensor(ids, dtype=torch.int64), MIN_MATCH)  # (T,)
+    later = torch.arange(1, len(ids))  # queries 1..T-1: the previous- and first-token scores' rows
+    if len(ids) < 2:
+        nan = np.full(w.shape[:2], np.nan, dtype=np.float32)
+        return TextScores(scores=dict.fromkeys(head_scores.KINDS, nan), even=dict.fromkeys(head_scores.KINDS, 0.0),
+                          repeat_rows=())  # fmt: skip
+    scores = {
+        "previous token": head_scores.previous_token_score(w),
+        "first token": head_scores.first_token_score(w),
+        "induction": head_scores.induction_score_on_text(w, targets),
+    }
+    rows = (targets >= 0).nonzero().flatten()
+    even = {"previous token": head_scores.even_spread_score(later), "first token": head_scores.even_spread_score(later)}
+    return TextScores(
+        scores={kind: _frozen(score.float().numpy().copy()) for kind, score in scores.items()},
+        even=even | {"induction": head_scores.even_spread_score(rows)},
+        repeat_rows=tuple(int(r) for r in rows),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnockoutReading:
+    """The text read with heads knocked out, beside the intact model."""
+
+    heads: tuple[tuple[int, int], ...]  # (layer, head) knocked out
+    mode: str  # "zero" or "mean"
+    loss: np.ndarray  # (T - 1,) nats, predicting token t + 1 at t, with the heads knocked out
+    intact_loss: np.ndarray  # (T - 1,) the same, every head working
+    top_labels: tuple[str, ...]  # the most likely next tokens after the last, heads knocked out
+    top_probs: tuple[float, ...]
+    scores: TextScores  # the heads' scores on the text, heads knocked out
+
+
+@torch.no_grad()
+def knockout_reading(model: GPTModel, tokenizer, ids: list[int], heads, mode: str = "zero") -> KnockoutReading:
+    """Read ``ids`` with ``heads`` silenced (``knockout``), and without, for the page's before and after."""
+    batch = torch.tensor([list(ids)], dtype=torch.int64)  # (1, T)
+    knocked = knockout.forward_knocked_out(model, batch, heads, mode)
+    intact = model(batch)  # (1, T, V)
+    probs = torch.softmax(knocked.logits[0, -1].float(), dim=-1)  # (V,)
+    top = torch.topk(probs, min(TOP_K, probs.shape[0]))
+    return KnockoutReading(
+        heads=tuple(sorted(knockout.check_heads(model, heads))),
+        mode=mode,
+        loss=_frozen(head_scores.loss_per_position(knocked.logits, batch)[0].numpy().copy()),
+        intact_loss=_frozen(head_scores.loss_per_position(intact, batch)[0].numpy().copy()),
+        top_labels=tuple(tokenizer.labels([int(i) for i in top.indices])),
+        top_probs=tuple(float(p) for p in top.values),
+        scores=text_scores(knocked.weights[:, 0].float().numpy(), tuple(ids)),  # (L, 1, h, T, T) -> (L, h, T, T)
+    )
+
+
+@torch.no_grad()
+def continue_text(
+    model: GPTModel, tokenizer, ids: list[int], new_tokens: int, *, temperature: float, top_k: int | None, seed: int
+) -> tuple[int, ...]:
+    """The ids the model writes after ``ids`` (the book's ``generate``; greedy at temperature 0), seeded."""
+    batch = torch.tensor([list(ids)], dtype=torch.int64)  # (1, T)
+    model.check_ids(batch)
+    gen = torch.Generator().manual_seed(seed)
+    out = generation.generate(
+        model, batch, new_tokens, model.cfg["context_length"], temperature=temperature, top_k=top_k, generator=gen
+    )
+    return tuple(int(i) for i in out[0, len(ids) :])

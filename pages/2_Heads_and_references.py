@@ -7,7 +7,7 @@
 
 import streamlit as st
 
-from explorer.glue import boundary, caches, sidebar, teaching_cache, url
+from explorer.glue import boundary, caches, real_circuits, sidebar, teaching_cache, url
 from explorer.views import head_circuits, heads_and_references
 
 st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")
@@ -71,6 +71,10 @@ def circuits_part(settings, batch_index: int, presenter: bool) -> dict[str, int]
         boundary.show_figure(view.panels[1], bare=presenter)
     for panel in view.panels[2:]:
         boundary.show_figure(panel, bare=presenter)
+    if settings.model and real_circuits.copying_fits(settings.model):  # a real model: what the head copies
+        copying = real_circuits.copying_view(settings.model, settings.layer, head, presenter)
+        boundary.show_figure(copying.matrix, bare=presenter)
+        boundary.show_figure(copying.scores, bare=presenter)
     return {"head": head, "token": token}
 
 

@@ -14,9 +14,9 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
-from explorer.glue import boundary, real_models, sidebar, url
+from explorer.glue import boundary, real_circuits, real_models, sidebar, url
 from explorer.glue import settings as cfg
-from explorer.views import real_heads
+from explorer.views import induction_circuit, real_heads
 
 st.set_page_config(page_title="Real heads · Multi-Head Attention Explorer", page_icon="🧠", layout="wide")
 
@@ -24,7 +24,7 @@ MODEL_LABELS = {"own": "Our model, trained on Python's docs", "gpt2": "GPT-2 (12
 TARGETS = {  # (script, the path a plain link opens, label)
     "explorer": ("app.py", "./", "Explorer"),
     "follow": ("pages/7_Follow_a_token.py", "./Follow_a_token", "Follow a token"),
-    "circuits": ("pages/2_Heads_and_references.py", "./Heads_and_references", "W_QK and W_OV (circuits)"),
+    "circuits": ("pages/2_Heads_and_references.py", "./Heads_and_references", "circuits"),
 }
 TARGET_QUERY = {"circuits": {"part": "circuits"}}  # a target's own parameters, beside the head's
 
@@ -38,34 +38,43 @@ def main() -> None:
         st.markdown(
             "A real GPT reads your sentence. Every layer's attention is the project's own `MultiHeadAttention`, "
             "the module the Explorer traces: below, all of its heads at once, what kind of head each one is, "
-            "and one click to open any of them in the Explorer on the layer's real input."
+            "what it writes, and what breaks when you knock heads out."
         )
-    name = choose_model(settings)
-    text = choose_text(name)
+    with st.sidebar if presenter else st.container():  # presenting: the heads fill the first screen
+        name = choose_model(settings)
+        text = choose_text(name)
+    if name is not None:
+        seed_knockout(name)  # before the notices: a bad ?ablate= is said with them
     url.show_notices()
     if name is None:
         return
     view = real_models.page_view(name, text, presenter)
-    st.header("What comes next?")
-    show_prediction(view, presenter)
     st.header("Every head at once")
     if not presenter:
         st.markdown(
-            "Each square is one head's attention weights on your sentence, as in BertViz's model view: row i is "
-            "the token that reads, column j a token it may read (only earlier ones: the mask), brighter is more "
-            "weight. A bright line just under the diagonal is a previous-token head; a bright first column, a "
-            "first-token head."
+            "Each square is one head's attention weights on your sentence, every layer × head in one grid (the "
+            "layout of BertViz's model view): row i is the token that reads, column j a token it may read (only "
+            "earlier ones: the mask), brighter is more weight. A bright line just under the diagonal is a "
+            "previous-token head; on a repeated sentence, a line one period back is an induction head."
         )
     figure(view.model_view, presenter)
     st.header("What kind of head is each?")
     show_kinds(view, name, text, presenter)
-    st.header("Open any head")
-    show_open_any(view, name, text)
-    st.header("Induction: a repeat gets easier")
+    st.header("What comes next?")
+    show_prediction(view, presenter)
+    show_continuation(name, text, presenter)
+    st.header("Knock heads out")
+    ablation = show_knockout(view, name, text, presenter)
+    if real_circuits.composition_fits(name):
+        st.header("The induction circuit")
+        show_composition(name, presenter)
+    st.header("Induction on random tokens: a repeat gets easier")
     figure(view.induction, presenter)
     st.markdown(real_heads.induction_sentence(*view.copy_losses, view.vocab_size))
+    st.header("Open any head")
+    show_open_any(view, name, text)
     show_about(name)
-    url.sync_url(st.session_state.settings)
+    url.sync_url(st.session_state.settings, **ablation)
 
 
 def first_visit(settings):
@@ -132,7 +141,8 @@ def offer_gpt2() -> None:
 
 
 def choose_text(name: str | None) -> str:
-    """The sentence box (the session's text); a sentence longer than the page draws is cut with a notice."""
+    """The sentence box (the session's text) and "Repeat my sentence"; a sentence longer than the page reads is cut,
+    with one notice."""
     state = st.session_state
     state.setdefault("w_rh_text", state.settings.text)
     st.text_input(
@@ -142,11 +152,34 @@ def choose_text(name: str | None) -> str:
         on_change=lambda: _apply(state.settings.model or "own", state.w_rh_text),
     )
     text = state.settings.text
-    if name is not None:
-        count = len(real_models.token_ids(name, text))
-        if count > real_models.PAGE_TOKEN_CAP:
-            url.notice(f"The sentence is {count} tokens long; this page draws the first {real_models.PAGE_TOKEN_CAP}.")
+    if name is None:
+        return text
+    count, cap = len(real_models.token_ids(name, text)), real_models.page_cap(name)
+    st.button(
+        "Repeat my sentence",
+        key="w_rh_repeat",
+        icon=":material/repeat:",
+        help="Type it twice: an induction head finds each token's earlier copy and reads what came next.",
+        on_click=_repeat,
+        args=(name,),
+    )
+    if count > cap:  # said once, here: the settings' own notice of the cut (for the Explorer) goes
+        state.notices = [m for m in state.get("notices", []) if not m.startswith("The sentence is ")]
+        url.notice(f"The sentence is {count} tokens long; this page reads the first {cap}.")
     return text
+
+
+def _repeat(name: str) -> None:
+    """The sentence twice, a space between, when the two fit in what the page reads; else a notice says so."""
+    state = st.session_state
+    text = state.settings.text
+    doubled = f"{text} {text}"
+    cap = real_models.page_cap(name)
+    if len(real_models.token_ids(name, doubled)) > cap:
+        url.notice(f"Your sentence twice would be over {cap} tokens, all this page reads: shorten it first.")
+        return
+    state.w_rh_text = doubled
+    _apply(state.settings.model or "own", doubled)
 
 
 def figure(panel, presenter: bool) -> None:
@@ -178,31 +211,109 @@ def head_link(target: str, name: str, text: str, layer: int, head: int, label: s
 
 
 def show_kinds(view, name: str, text: str, presenter: bool) -> None:
-    """The scores, the strongest head of each kind named, and a link to each."""
-    figure(view.scores, presenter)
+    """The scores on the sentence and on the random probe, the strongest head of each kind named (or said to be no
+    such head), and links to each."""
+    left, right = st.columns(2)
+    with left:
+        figure(view.text_scores, presenter)
+    with right:
+        figure(view.scores, presenter)
     columns = st.columns(len(view.strongest))
     for column, (kind, (layer, head, score)) in zip(columns, view.strongest.items(), strict=True):
         with column:
-            st.markdown(f"**Strongest {kind} head: {layer}.{head}** (score {score:.2f})")
-            st.caption(f"{'An' if kind[0] in 'aeiou' else 'A'} {kind} head {real_heads.KIND_TEXT[kind]}")
+            if view.is_kind[kind]:
+                st.markdown(f"**{kind.capitalize()} head: L{layer} H{head}** (score {score:.2f})")
+            else:
+                st.markdown(f"**No {kind} head** (the best, L{layer} H{head}, scores {score:.2f})")
+            even = view.baselines[kind]
+            st.caption(
+                f"{'An' if kind[0] in 'aeiou' else 'A'} {kind} head {real_heads.KIND_TEXT[kind]} On random tokens "
+                f"repeated an even spread scores {even:.2f}; a head counts when it scores at least 0.3 and 3× that."
+            )
             for target in ("explorer", "follow"):
-                head_link(target, name, text, layer, head, f"Open head {layer}.{head} in {TARGETS[target][2]}")
+                head_link(target, name, text, layer, head, f"L{layer} H{head} in {TARGETS[target][2]}")
+
+
+def show_continuation(name: str, text: str, presenter: bool) -> None:
+    """ "Continue my sentence": the model writes, greedy or sampled (the book's chapter 5 ``generate``)."""
+    state = st.session_state
+    columns = st.columns([2, 2, 2, 2, 3])
+    new_tokens = columns[0].number_input("tokens to write", 1, real_circuits.MAX_NEW_TOKENS, 40, key="w_rh_write")
+    temperature = columns[1].number_input(
+        "temperature", 0.0, 2.0, 0.0, 0.1, key="w_rh_temperature", help="0: always the likeliest (greedy)"
+    )
+    top_k = columns[2].number_input("top-k", 0, real_circuits.MAX_TOP_K, 0, key="w_rh_top_k", help="0: every token")
+    seed = columns[3].number_input("seed", 0, cfg.MAX_SEED, 0, key="w_rh_sample_seed")
+    with columns[4]:
+        st.button("Continue my sentence", key="w_rh_continue", icon=":material/edit_note:", type="primary")
+    if state.get("w_rh_continue") or state.get("_rh_written"):
+        state["_rh_written"] = True
+        written = real_circuits.continuation(name, text, int(new_tokens), float(temperature), int(top_k), int(seed))
+        how = "greedy" if temperature == 0 else f"sampled at temperature {temperature:g}, top-k {top_k or 'all'}"
+        st.markdown(f"**The model writes** ({int(new_tokens)} tokens, {how}):")
+        st.markdown(cfg.quote(text, limit=400) + " ⟶ " + cfg.quote(written, limit=400))
+        if not presenter:
+            st.caption(
+                "The book's chapter 5 loop: predict the next token, append it, read again, one token at a time. "
+                "On a repeated sentence the induction heads make it complete the copy."
+            )
+
+
+def show_knockout(view, name: str, text: str, presenter: bool) -> dict[str, str]:
+    """Choose heads to knock out (``?ablate=0.1,1.3``), zeroed or mean-ablated; the loss before and after. Returns
+    the page's own URL parameters."""
+    labels = head_labels(*view.strongest_shape)
+    left, right = st.columns([3, 2])
+    picked = left.multiselect("heads to knock out", list(labels), key="w_rh_ablate")
+    mode = right.radio("how", real_circuits.KNOCKOUT_MODES, key="w_rh_ablation", horizontal=True,
+                       format_func={"zero": "set to zero", "mean": "set to its mean"}.get)  # fmt: skip
+    if not presenter:
+        st.markdown(real_heads.knockout_record_lines(real_models.shipped_record()) if name == "own" else "")
+    heads = tuple(labels[label] for label in picked)
+    reading = real_circuits.knockout(name, text, heads, mode)
+    knocked = induction_circuit.knockout_view(reading, list(real_circuits.repeat_rows(name, text)), presenter=presenter)
+    st.markdown(knocked.sentence)
+    figure(knocked.loss, presenter)
+    ablate = ",".join(f"{layer}.{head}" for layer, head in heads)
+    return {"ablate": ablate, "ablation": mode} if heads else {}
+
+
+def head_labels(num_layers: int, num_heads: int) -> dict[str, tuple[int, int]]:
+    return {f"L{layer} H{head}": (layer, head) for layer in range(num_layers) for head in range(num_heads)}
+
+
+def seed_knockout(name: str) -> None:
+    """The knock-out widgets from the link (``?ablate=0.1,1.3&ablation=mean``), strictly parsed, once a session."""
+    state = st.session_state
+    if "w_rh_ablate" in state:
+        return
+    facts = real_models.facts(name)
+    chosen = url.url_heads("ablate", facts.n_layers, facts.n_heads)
+    state.w_rh_ablate = [label for label, pair in head_labels(facts.n_layers, facts.n_heads).items() if pair in chosen]
+    state.w_rh_ablation = url.url_choice("ablation", "zero", real_circuits.KNOCKOUT_MODES)
+
+
+def show_composition(name: str, presenter: bool) -> None:
+    view = real_circuits.circuit_view(name, presenter)
+    st.markdown(view.pair)
+    figure(view.panel, presenter)
 
 
 def show_open_any(view, name: str, text: str) -> None:
-    """Any head: choose layer.head, then open it."""
+    """Any head: choose it, then open it."""
     num_layers, num_heads = view.strongest_shape
-    choices = [f"{layer}.{head}" for layer in range(num_layers) for head in range(num_heads)]
+    choices = [f"L{layer} H{head}" for layer in range(num_layers) for head in range(num_heads)]
     layer, head, _ = view.strongest["induction"]
-    chosen = st.selectbox("open head (layer.head)", choices, key="w_rh_head", index=choices.index(f"{layer}.{head}"))
-    layer, head = (int(part) for part in chosen.split("."))
+    chosen = st.selectbox("open head", choices, key="w_rh_head", index=choices.index(f"L{layer} H{head}"))
+    layer, head = (int(part[1:]) for part in chosen.split(" "))
     for column, target in zip(st.columns(3), ("explorer", "follow", "circuits"), strict=True):
         with column:
-            head_link(target, name, text, layer, head, f"Open head {chosen} in {TARGETS[target][2]}")
+            head_link(target, name, text, layer, head, f"{chosen} in {TARGETS[target][2]}")
     st.caption(
         "The Explorer shows this layer's Q, K, V, scores, mask, weights, context and out_proj, traced by the same "
         "module on the layer's real input x, shape (1, T, emb); its sidebar follows the model. The circuits view "
-        "shows the head as W_QK (emb × emb) and W_OV, and the layer's output as the sum over its heads."
+        "shows the head as W_QK (emb × emb) and W_OV, its OV circuit in token space with a copying score, and the "
+        "layer's output as the sum over its heads."
     )
 
 

@@ -30,7 +30,7 @@ def fit_real(s: Settings, notices: list[str]) -> Settings:
         notices.append(
             f"layer={s.layer} does not exist in {facts.label} (layers 0–{facts.n_layers - 1}); using {layer}."
         )
-    num_tokens = min(len(real_models.token_ids(name, s.text)), real_models.TOKEN_CAP[name])
+    num_tokens = min(len(real_models.token_ids(name, s.text)), real_models.token_cap(name))
     fixed = dict(
         num_heads=facts.n_heads,
         d_in=facts.emb_dim,
@@ -60,7 +60,7 @@ def _fit_text(s: Settings, notices: list[str]) -> Settings:
     if not ids:
         notices.append(f"The sentence {quote(s.text)} has no tokens; using the book's sentence.")
         return replace(s, text=BOOK_TEXT)
-    cap = real_models.TOKEN_CAP[s.model]
+    cap = real_models.token_cap(s.model)
     if len(ids) > cap:
         notices.append(
             f"The sentence is {len(ids)} tokens long for {real_models.facts(s.model).label}; "

@@ -26,13 +26,13 @@ from ..views import real_heads
 from . import admission, budget
 
 LABELS = {"own": "the shipped model", "gpt2": "GPT-2 (124M)"}
-TOKEN_CAP = {"own": 64, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
+TOKEN_CAP = {"own": 128, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
 CAP_REASON = {
-    "own": "its heads are drawn one cell per token",
+    "own": "all it reads",
     "gpt2": "GPT-2 reads 1,024, but 12 heads × 1,024² weights would not fit this server's memory",
 }
-DEFAULT_TEXT = "The for statement iterates over the items of a list, in the order that they appear in the list."
-PAGE_TOKEN_CAP = 64  # the Real heads page's thumbnails: every layer × head at one cell per token
+DEFAULT_TEXT = "The for statement iterates over the items of a list."  # 51 bytes: its repeat fits in 128
+PAGE_TOKEN_CAP = 128  # the Real heads page: the shipped model's context; every layer × head at one cell per token
 GPT2_FETCH_MB = 548
 DOWNLOAD_BYTES = 16 * 2**20  # streamed to disk: a read buffer and a file handle
 MB = 2**20
@@ -204,6 +204,17 @@ def facts(name: str) -> Facts | None:
     )
 
 
+def token_cap(name: str) -> int:
+    """Tokens of the sentence the Explorer and Follow a token show: TOKEN_CAP, or fewer where the model reads
+    fewer."""
+    return min(TOKEN_CAP[name], model_and_tokenizer(name)[0].cfg["context_length"])
+
+
+def page_cap(name: str) -> int:
+    """Tokens of the sentence the Real heads page reads: PAGE_TOKEN_CAP, or fewer where the model reads fewer."""
+    return min(PAGE_TOKEN_CAP, model_and_tokenizer(name)[0].cfg["context_length"])
+
+
 def token_ids(name: str, text: str) -> list[int]:
     """The sentence's token ids for the model, all of them (callers cap)."""
     return model_and_tokenizer(name)[1].encode(text)
@@ -225,11 +236,11 @@ def _gate(name: str):
 @st.cache_resource(max_entries=32, ttl=1800, show_spinner="Reading the sentence…")
 def _text_reading(name: str, text: str) -> model_heads.TextReading:
     model, tok = model_and_tokenizer(name)
-    return model_heads.read_text(model, tok, token_ids(name, text)[:PAGE_TOKEN_CAP])
+    return model_heads.read_text(model, tok, token_ids(name, text)[: page_cap(name)])
 
 
 def text_reading(name: str, text: str) -> model_heads.TextReading:
-    """Every layer's weights on the sentence's first PAGE_TOKEN_CAP tokens, and the top 5 next tokens."""
+    """Every layer's weights on the sentence's first ``page_cap`` tokens, and the top 5 next tokens."""
     with _gate(name):
         return _text_reading(name, text)
 
@@ -284,8 +295,10 @@ def explorer_input(name: str, text: str, layer: int, num_tokens: int):
 @st.cache_resource(max_entries=16, ttl=1800, show_spinner="Drawing every head…")
 def _page_view(name: str, text: str, presenter: bool):
     vocab = facts(name).vocab_size
+    reading = _text_reading(name, text)
+    scores = model_heads.text_scores(reading.weights, reading.ids)
     return real_heads.build_view(
-        _text_reading(name, text), _head_probe(name), label=LABELS[name], vocab_size=vocab, presenter=presenter
+        reading, _head_probe(name), scores, label=LABELS[name], vocab_size=vocab, presenter=presenter
     )
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from mha_core import devices
+from mha_core import devices, knockout
 from mha_core.inputs import BOOK_TEXT, tokenize
 from mha_core.profiling import attention_cells
 from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
@@ -134,6 +134,24 @@ def parse_choice(name: str, raw: object, default: str, choices) -> tuple[str, st
     if isinstance(raw, str) and raw in choices:
         return raw, None
     return default, f"{name}={quote(raw)} is not one of {', '.join(choices)}; using {default}."
+
+
+def parse_heads(name: str, raw: object, num_layers: int, num_heads: int) -> tuple[set[tuple[int, int]], str | None]:
+    """The one strict parser for a list of heads, ``layer.head`` comma separated (``0.1,1.3``): (heads, notice or
+    None); never raises. A malformed list gives no heads; heads the model lacks are dropped; both say so."""
+    text = str(raw)
+    if len(text) > 400:
+        return set(), f"{name}={quote(raw)} is too long; knocking out no head."
+    try:
+        pairs = knockout.parse_heads(text)
+    except ValueError as error:
+        return set(), f"{name}={quote(raw)}: {error}; knocking out no head."
+    kept = {(layer, head) for layer, head in pairs if layer < num_layers and head < num_heads}
+    dropped = sorted(set(pairs) - kept)
+    if dropped:
+        missing = ", ".join(f"{layer}.{head}" for layer, head in dropped)
+        return kept, f"{name}: no head {missing} in a model of {num_layers} layers × {num_heads} heads; left out."
+    return kept, None
 
 
 def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:

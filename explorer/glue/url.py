@@ -83,6 +83,18 @@ def url_choice(name: str, default: str, choices: list[str] | tuple[str, ...]) ->
     return value
 
 
+def url_heads(name: str, num_layers: int, num_heads: int) -> set[tuple[int, int]]:
+    """A page's own list of heads (``?ablate=0.1,1.3``: layer.head, comma separated), strictly parsed: a malformed
+    list gives none and a head the model lacks is dropped, each with a notice (never raises)."""
+    raw = st.query_params.get(name)
+    if raw is None:
+        return set()
+    heads, problem = cfg.parse_heads(name, raw, num_layers, num_heads)
+    if problem is not None:
+        notice(problem)
+    return heads
+
+
 def width_mode() -> str:
     """The heads' width mode, from ?width= once per session (strictly parsed), then kept in the session."""
     state = st.session_state

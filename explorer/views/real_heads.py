@@ -14,21 +14,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from mha_core.head_scores import KINDS
-from mha_core.model_heads import HeadProbe, TextReading
+from mha_core.model_heads import HeadProbe, TextReading, TextScores
 
 from . import figures
+from .figures.downsample import clipped_above, colorbar_ticks
 from .figures.panel import Panel, shape_text
 from .figures.style import _SEQUENTIAL, _font, escape_label, finish_figure
+from .head_kinds import MODEL_VIEW_PX, baseline_text, is_kind, note, probe_baselines, scores_figure, text_scores_panel
 
 KIND_TEXT = {  # what each kind of head does, in a sentence a student can say back
-    "previous token": "looks at the token just before: it passes each word's left neighbour along, "
-    "the first step of many larger patterns.",
-    "first token": "rests on the first token: a head with nothing useful to read puts its weight there, "
-    "a place to park attention that changes nothing.",
-    "induction": "looks for an earlier copy of the current token and attends to what came after it, so the "
+    "previous token": "looks at the token just before: it passes each token's left neighbour along (here a "
+    "character), the first step of many larger patterns.",
+    "first token": "rests on the first token: a head with nothing useful to read puts its weight there. What it "
+    "reads there is nearly the same at every position, so it adds a near-constant vector (a bias), not nothing.",
+    "induction": "looks for an earlier copy of the last few tokens and attends to what came after it, so the "
     "model can continue a repeat: seen “Harry Potter” once, after “Harry” it predicts “Potter”.",
 }
-MODEL_VIEW_PX = 840  # the main column at 1280 px with the sidebar open
+TOKEN_KEY = "· is a space and ⏎ a new line (so neither is mistaken for punctuation); other bytes outside plain ASCII "
+TOKEN_KEY += "show as their hex code, like xe2."
 MAX_THUMB_PX = 170
 
 
@@ -37,10 +40,13 @@ class RealHeadsView:
     """Everything the page draws for one (model, text): built once, shared by every session (never mutate it)."""
 
     model_view: Panel
-    scores: Panel
+    scores: Panel  # on the random probe
+    text_scores: Panel  # on the typed sentence
     top5: Panel
     induction: Panel
-    strongest: dict[str, tuple[int, int, float]]  # kind -> (layer, head, score)
+    strongest: dict[str, tuple[int, int, float]]  # kind -> (layer, head, score) on the probe
+    is_kind: dict[str, bool]  # kind -> whether the strongest head clears is_kind's bar
+    baselines: dict[str, float]  # kind -> the even-spread score on the probe
     top5_rows: list[dict]  # token, probability
     copy_losses: tuple[float, float]  # mean loss on the first and on the second copy
     strongest_shape: tuple[int, int]  # (L, h)
@@ -90,16 +96,18 @@ def model_view_figure(weights: np.ndarray, labels: list[str], *, title: str, pre
             domains = ([x0, x0 + side / width], [max(0.0, y1 - side / plot_px), y1])
             _thumb_axes(layout, k, domains, num_tokens)
             data.append(_thumb_trace(weights[layer, head], names, layer, head, k))
-        notes.append(_note(f"layer {layer}", 0, 1 - (layer * (side + gap) + side / 2) / plot_px, "left"))
-    notes += [_note(f"head {h}", (left + h * (side + gap) + side / 2) / width, 1, "center") for h in range(num_heads)]
+        notes.append(note(f"layer {layer}", 0, 1 - (layer * (side + gap) + side / 2) / plot_px, "left"))
+    notes += [note(f"head {h}", (left + h * (side + gap) + side / 2) / width, 1, "center") for h in range(num_heads)]
     top = figures.weights_top(weights)
+    ticks, labels = colorbar_ticks(0.0, top, clipped_top=clipped_above(weights, top), max_ticks=5)  # "≥ top"
+    bar = {"title": {"text": "weight"}, "thickness": 14, "len": min(1.0, 400 / plot_px)}
     layout |= {
         "annotations": notes,
         "coloraxis": {
             "colorscale": _SEQUENTIAL,
             "cmin": 0.0,
             "cmax": top,
-            "colorbar": {"title": {"text": "weight"}, "thickness": 14, "len": min(1.0, 400 / plot_px)},
+            "colorbar": bar | {"tickmode": "array", "tickvals": ticks, "ticktext": labels},
         },
     }
     return finish_figure(
@@ -123,105 +131,22 @@ def _thumb_trace(z: np.ndarray, names: list[str], layer: int, head: int, k: int)
     }
 
 
-def _note(text: str, x: float, y: float, anchor: str) -> dict:
-    return {
-        "text": text,
-        "x": x,
-        "y": y,
-        "xref": "paper",
-        "yref": "paper",
-        "xanchor": anchor,
-        "yanchor": "bottom" if anchor == "center" else "middle",
-        "showarrow": False,
-    }
-
-
 def induction_sentence(first: float, second: float, vocab_size: int) -> str:
     """What the two copies' mean losses say, in words that stay true whatever the model learned."""
     chance = math.log(vocab_size)
+    worse = first > chance + 0.2
     said = (
         f"Mean loss **{first:.2f}** nats on the first copy, **{second:.2f}** on the second (a uniform guess costs "
         f"ln V = {chance:.2f}). Random tokens cannot be guessed, so on the first copy no model does better than "
-        f"that{' (this one is worse: confidently wrong)' if first > chance + 0.2 else ''}. "
+        f"that{' (this one is worse: confidently wrong)' if worse else ''}. "
     )
-    if second < first - 0.5:
+    if second < min(first, chance) - 0.5:
         return said + (
-            f"On the second copy the loss falls by {first - second:.2f} nats: the model finds each token's earlier "
-            "occurrence and predicts what followed it, which is what induction heads do."
+            f"On the second copy the loss falls to {second:.2f}, {min(first, chance) - second:.2f} nats below "
+            f"{'a uniform guess' if worse else 'the first copy'}: the model finds each token's earlier occurrence "
+            "and predicts what followed it, which is what induction heads do."
         )
     return said + "On the second copy it does not fall much: this model has not learned to copy a repeat yet."
-
-
-def even_score(num_tokens: int) -> float:
-    """The score of a head that spreads each query's weight evenly over the keys it may see: mean of 1/(i+1)."""
-    return float(np.mean([1 / (i + 1) for i in range(1, num_tokens)]))
-
-
-def scores_figure(probe: HeadProbe, *, presenter: bool = False):
-    """The three scores as layers × heads heatmaps side by side, on one 0–1 scale; layer 0 on top, values printed."""
-    num_layers, num_heads = probe.scores[KINDS[0]].shape
-    cell = min(44.0, (MODEL_VIEW_PX - 200) / (3 * num_heads + 2))
-    panel_w, gap = cell * num_heads, cell * 1.2
-    width, plot_px = 3 * panel_w + 2 * gap + 140, cell * num_layers
-    data, layout, notes = [], {}, []
-    for k, kind in enumerate(KINDS):
-        suffix = "" if k == 0 else str(k + 1)
-        x0 = (80 + k * (panel_w + gap)) / width
-        z = np.asarray(probe.scores[kind], dtype=np.float32)  # (L, h)
-        data.append(_score_trace(z, kind, suffix, show_text=cell >= 34))
-        layout[f"xaxis{suffix}"] = {
-            "domain": [x0, x0 + panel_w / width],
-            "anchor": f"y{suffix}",
-            "tickmode": "array",
-            "tickvals": list(range(num_heads)),
-            "ticktext": [str(h) for h in range(num_heads)],
-            "title": {"text": "head"},
-            "constrain": "domain",
-        }
-        layout[f"yaxis{suffix}"] = {
-            "anchor": f"x{suffix}",
-            "range": [num_layers - 0.5, -0.5],
-            "tickmode": "array",
-            "tickvals": list(range(num_layers)),
-            "ticktext": [f"layer {layer}" for layer in range(num_layers)],
-            "showticklabels": k == 0,
-            "ticks": "",
-            "scaleanchor": f"x{suffix}",
-            "constrain": "domain",
-        }
-        notes.append(_note(f"{kind}", x0 + panel_w / width / 2, 1, "center"))
-    layout |= {
-        "annotations": notes,
-        "coloraxis": {
-            "colorscale": _SEQUENTIAL,
-            "cmin": 0.0,
-            "cmax": 1.0,
-            "colorbar": {"title": {"text": "score"}, "thickness": 14, "lenmode": "pixels", "len": 140},
-        },
-    }
-    return finish_figure(
-        {"data": data, "layout": layout},
-        "Each head's score, by kind",
-        presenter,
-        plot_px=round(max(plot_px, 150)),
-        above_plot_px=_font(presenter, 1.6),
-        below_px=_font(presenter, 3),
-    )
-
-
-def _score_trace(z: np.ndarray, kind: str, suffix: str, *, show_text: bool) -> dict:
-    trace = {
-        "type": "heatmap",
-        "z": z,
-        "coloraxis": "coloraxis",
-        "xaxis": f"x{suffix}",
-        "yaxis": f"y{suffix}",
-        "hovertemplate": f"layer %{{y}}, head %{{x}}<br>{kind} score %{{z:.3f}}<extra></extra>",
-        "meta": {"role": "values", "head": KINDS.index(kind), "kind": kind},
-    }
-    if show_text:
-        trace |= {"text": [[f"{v:.2f}" for v in row] for row in z], "texttemplate": "%{text}"}
-    return trace
 
 
 def top5_figure(reading: TextReading, *, presenter: bool = False):
@@ -253,26 +178,30 @@ def induction_figure(probe: HeadProbe, vocab_size: int, *, presenter: bool = Fal
     )
 
 
-def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size: int, presenter: bool):
-    """Every panel of the page for one reading of the sentence and the model's probe."""
+def build_view(
+    reading: TextReading, probe: HeadProbe, text: TextScores, *, label: str, vocab_size: int, presenter: bool
+):
+    """Every panel of the page for one reading of the sentence, its scores and the model's probe."""
     num_layers, num_heads, num_tokens, _ = reading.weights.shape
     model_view = Panel(
         "model_view",
         f"Every head of {label} on your sentence",
         f"`attn_weights` of every layer · shape (L, h, T, T) = {shape_text(reading.weights.shape)} · one thumbnail "
-        f"per layer and head, rows: queries (row 0 at the top), columns: keys; hover for the tokens and the weight.",
+        f"per layer and head, rows: queries (row 0 at the top), columns: keys; hover for the tokens and the weight. "
+        f"{TOKEN_KEY}",
         model_view_figure(
             reading.weights, list(reading.labels), title=f"{num_layers} layers × {num_heads} heads", presenter=presenter
         ),
     )
+    baselines = probe_baselines(probe.period)
     scores = Panel(
         "head_scores",
-        "Which head does what",
+        "On random tokens repeated",
         f"Mean weight on the expected key, per head · shape (L, h) = ({num_layers}, {num_heads}) each · measured on "
-        f"{probe.period} random tokens repeated ({2 * probe.period} tokens, averaged over a few such sequences); "
-        f"a head that spreads its weight evenly scores about {even_score(2 * probe.period):.2f}, 1 is every query "
-        "exactly there.",
-        scores_figure(probe, presenter=presenter),
+        f"{probe.period} random tokens repeated ({2 * probe.period} tokens, averaged over a few such sequences), "
+        "the same for every sentence; 1 is every query exactly there. An even spread scores "
+        f"{baseline_text(baselines)}.",
+        scores_figure(probe.scores, title="Each head's score on random tokens repeated", presenter=presenter),
     )
     top5 = Panel(
         "top5",
@@ -292,9 +221,12 @@ def build_view(reading: TextReading, probe: HeadProbe, *, label: str, vocab_size
     return RealHeadsView(
         model_view=model_view,
         scores=scores,
+        text_scores=text_scores_panel(text, presenter),
         top5=top5,
         induction=induction,
         strongest=dict(probe.strongest),
+        is_kind={kind: is_kind(probe.strongest[kind][2], baselines[kind]) for kind in KINDS},
+        baselines=baselines,
         top5_rows=rows,
         copy_losses=(probe.first_copy_loss, probe.second_copy_loss),
         strongest_shape=(num_layers, num_heads),
@@ -313,7 +245,7 @@ def _number(record: dict, *names: str) -> float | None:
 
 
 def about_lines(name: str, record: dict, facts) -> list[str]:
-    """Plain sentences on the model: its shape, and for the shipped one its recipe and held-out loss."""
+    """Plain sentences on the model: its shape, and for the shipped one its recipe, held-out loss and probe."""
     shape = (
         f"{facts.n_layers} layers × {facts.n_heads} heads, emb_dim {facts.emb_dim}, reading up to "
         f"{facts.context_length} tokens from a vocabulary of {facts.vocab_size:,}"
@@ -324,32 +256,68 @@ def about_lines(name: str, record: dict, facts) -> list[str]:
             "`GPTModel`, so every head is the project's own `MultiHeadAttention`."
         ]
     lines = [
-        f"**Our own GPT**: the book's `GPTModel` (chapter 4), {shape}, trained here on Python's documentation. "
-        "Every block's attention is the project's own `MultiHeadAttention`: the module the Explorer traces."
+        f"**Our own GPT**: the book's `GPTModel` (chapter 4), {shape}, trained here on Python's documentation, one "
+        "token per byte (a character, for English). Every block's attention is the project's own "
+        "`MultiHeadAttention`: the module the Explorer traces."
     ]
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
-    training = [
-        f"{escape_label(k)} {escape_label(recipe[k])}"
-        for k in ("steps", "batch_size", "lr", "warmup", "weight_decay")
-        if k in recipe
-    ]
     corpus, tokens = record.get("corpus"), record.get("tokens")
-    if training:
-        seen = f" on {tokens['train']:,} tokens" if isinstance(tokens, dict) and "train" in tokens else ""
-        repeats = (
-            f"; the first {escape_label(recipe['induction_warmup'])} steps on random tokens ending with a segment "
-            f"repeated (the Trained heads page's induction task), then {escape_label(recipe['repeat_rows'])} such rows "
-            "beside the text in every step, so copying what followed a token's earlier occurrence pays"
-            if isinstance(recipe.get("induction_warmup"), int) and isinstance(recipe.get("repeat_rows"), int)
-            else ""
-        )
+    if isinstance(recipe.get("steps"), int) and isinstance(recipe.get("induction_warmup"), int):
+        seen = f" on {tokens['train']:,} bytes" if isinstance(tokens, dict) and "train" in tokens else ""
         where = escape_label(corpus) if corpus else "Python's documentation"
-        lines.append(f"Recipe: AdamW{seen} ({where}), {', '.join(training)}{repeats}.")
-    held_out = _number(record, "heldout_loss", "held_out_loss", "val_loss", "test_loss")
-    unigram = _number(record, "unigram_heldout_loss", "unigram_loss", "unigram_baseline")
-    if held_out is not None and unigram is not None:
         lines.append(
-            f"Held-out loss **{held_out:.2f}** nats per token, against **{unigram:.2f}** for a unigram baseline (the "
-            "same guess at every position, from token counts alone): the difference is what context buys."
+            f"Recipe: {escape_label(recipe['steps'])} AdamW steps{seen} ({where}). The first "
+            f"{escape_label(recipe['induction_warmup'])} on random bytes ending with a stretch repeated (the Trained "
+            "heads page's induction task), where copying pays at once; then text windows beside rows that repeat "
+            "English (a stretch written again later, or again and again) and rows of a few letters repeated, where "
+            "only a match on several earlier characters finds the copy."
         )
+    held_out = _number(record, "heldout_loss")
+    unigram = _number(record, "unigram_heldout_loss")
+    scored = record.get("heldout_tokens_scored")
+    if held_out is not None and unigram is not None and isinstance(scored, int):
+        lines.append(
+            f"Held-out loss **{held_out:.2f}** nats per byte on all {scored:,} held-out bytes, against "
+            f"**{unigram:.2f}** for a unigram model on the same bytes (the same guess at every position, from byte "
+            "counts alone): the difference is what context buys."
+        )
+    lines += probe_lines(record)
     return lines
+
+
+def _number(record: dict, key: str) -> float | None:
+    value = record.get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def probe_lines(record: dict) -> list[str]:
+    """The developers' repeated-English probe: sentences the model never saw, each typed twice."""
+    probe = record.get("english_probe")
+    if not isinstance(probe, dict) or not isinstance(probe.get("sentences"), int):
+        return []
+    return [
+        f"On {probe['sentences']} English sentences it never saw, each typed twice: the best induction head puts "
+        f"**{probe['best_induction']:.2f}** of its weight on the token after the earlier copy; the loss falls from "
+        f"**{probe['first_copy_loss']:.2f}** nats per byte on the first copy to **{probe['second_copy_loss']:.2f}** "
+        f"on the second, where the greedy guess is right **{probe['second_copy_accuracy']:.0%}** of the time. "
+        f"Its best previous-token head scores {probe['best_previous_token_on_text']:.2f} on plain held-out text."
+    ]
+
+
+def knockout_record_lines(record: dict) -> str:
+    """What knocking out the previous-token and the induction heads did on the probe, from the record."""
+    probe = record.get("english_probe")
+    if not isinstance(probe, dict) or not probe.get("knockouts"):
+        return ""
+    said = [
+        f"Measured on {probe['sentences']} repeated English sentences: with every head, the second copy costs "
+        f"{probe['second_copy_loss']:.2f} nats per byte ({probe['second_copy_accuracy']:.0%} guessed)."
+    ]
+    for row in probe["knockouts"]:
+        heads = ", ".join(f"L{layer} H{head}" for layer, head in row["heads"])
+        how = "zeroed" if row["mode"] == "zero" else "mean-ablated"
+        said.append(
+            f"The {escape_label(row['kind'])} ({heads}) {how}: **{row['second_copy_loss']:.2f}** "
+            f"({row['second_copy_accuracy']:.0%})."
+        )
+    return " ".join(said)

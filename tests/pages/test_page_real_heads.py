@@ -18,14 +18,15 @@ import streamlit as st
 import torch
 
 from explorer.glue import budget, real_models
-from mha_core import gpt, gpt2_download
+from explorer.glue import settings as cfg
+from mha_core import composition, generation, gpt, gpt2_download, head_scores, knockout
 
 from ..apptest_helpers import charts, check_page, head_matrices, open_page, texts
-from ..tiny_gpt import tiny_model
+from ..tiny_gpt import TINY_CONFIG, tiny_model
 
 PAGE = "pages/8_Real_heads.py"
 TEXT = "The for statement in Python iterates over the items of any sequence"
-PANELS = {"top5", "model_view", "head_scores", "induction"}
+PANELS = {"top5", "model_view", "head_scores", "text_scores", "induction", "knockout_loss", "composition"}
 
 
 @pytest.fixture(autouse=True)
@@ -39,8 +40,12 @@ def tiny(monkeypatch, tmp_path):
     st.cache_resource.clear()
 
 
-def ids_of(text: str, limit: int = real_models.PAGE_TOKEN_CAP) -> list[int]:
+def ids_of(text: str, limit: int = TINY_CONFIG["context_length"]) -> list[int]:
     return tiny_model()[1].encode(text)[:limit]
+
+
+def download_buttons(at) -> list:
+    return [button for button in at.get("button") if button.key == "w_rh_download"]
 
 
 def links(at) -> list[str]:
@@ -68,7 +73,7 @@ def test_the_page_draws_every_chart_at_its_defaults(tiny):
     assert [s.shape for s in scores] == [(layers, heads)] * 3
     written = texts(at)
     for kind in ("previous token", "first token", "induction"):
-        assert f"Strongest {kind} head" in written
+        assert f"{kind.capitalize()} head: L" in written or f"No {kind} head" in written
     assert "Mean loss" in written and "second copy" in written
     assert len(links(at)) == 2 * 3 + 3  # Explorer and Follow a token for each strongest head; and circuits, chosen
 
@@ -133,7 +138,7 @@ def test_gpt2_offline_says_so_and_the_shipped_model_serves(monkeypatch):
     at.button(key="w_rh_download").click().run()
     check_page(at, [TEXT], "after Download")
     assert any("GPT-2 cannot be fetched from this server" in info.value for info in at.info)
-    assert set(charts(at)) == PANELS and not at.get("button")  # no second try on a server that cannot reach it
+    assert set(charts(at)) == PANELS and not download_buttons(at)  # no second try on a server that cannot reach it
     explorer = open_page("app.py", {"model": "gpt2", "layer": "0", "text": TEXT})
     check_page(explorer, [TEXT], "app.py?model=gpt2")
     assert explorer.session_state.settings.model == "own"
@@ -144,12 +149,13 @@ def test_a_long_sentence_is_capped_with_a_notice(tiny):
     long_text = "the for loop and the while loop " * 40
     at = open_page(PAGE, {"text": long_text})
     check_page(at, [], PAGE)
-    cap = real_models.PAGE_TOKEN_CAP
-    assert any(f"draws the first {cap}" in warning.value for warning in at.warning)
+    cap = min(real_models.PAGE_TOKEN_CAP, tiny[0].cfg["context_length"])
+    cut = [w.value for w in at.warning if "tokens long" in w.value]
+    assert len(cut) == 1 and f"reads the first {cap}" in cut[0], cut  # one warning, not two
     assert head_matrices(charts(at)["model_view"])[0].shape == (cap, cap)
     explorer = open_page("app.py", {"model": "own", "layer": "0", "text": long_text})
     check_page(explorer, [], "app.py, long text")
-    assert explorer.session_state.settings.num_tokens == real_models.TOKEN_CAP["own"]
+    assert explorer.session_state.settings.num_tokens == cap
     assert any("showing the first" in warning.value for warning in explorer.warning)
 
 
@@ -210,7 +216,7 @@ def test_gpt2_is_not_loaded_where_it_would_not_fit_beside_a_class(gpt2_on_disk, 
     monkeypatch.setenv("MHA_SERVER_MB", "690")
     at = open_page(PAGE, {"model": "gpt2", "text": TEXT})
     check_page(at, [TEXT], f"{PAGE}?model=gpt2 on 690 MB")
-    assert set(charts(at)) == PANELS and not loads and not at.get("button")
+    assert set(charts(at)) == PANELS and not loads and not download_buttons(at)
     notice = next(info.value for info in at.info if "stays in memory" in info.value)
     kept = gpt2_download.gpt2_bytes(real_models.TOKEN_CAP["gpt2"]).kept
     besides = budget.WARM_BYTES + budget.CACHE_BYTES + budget.JOB_BYTES  # a warm server, full caches, one heavy job
@@ -251,3 +257,75 @@ def test_the_chosen_heads_circuits_link_opens_its_w_qk(tiny):
     layer, head = int(query["layer"]), int(query["head"])
     expected = circuits.circuits(model.attention_module(layer), [head]).w_qk[0].numpy()
     np.testing.assert_allclose(head_matrices(charts(page)["circuit_w_qk"])[0], expected, rtol=1e-5, atol=1e-7)
+
+
+# the student's own sentence: scores, repeat, writing, knock-outs, composition (issue 32) ------------------------
+
+
+def test_repeat_my_sentence_doubles_it_and_the_induction_score_reads_the_copy(tiny):
+    model, tokenizer = tiny
+    sentence = "def main():"
+    at = open_page(PAGE, {"text": sentence})
+    assert "induction" not in [t["meta"]["kind"] for t in charts(at)["text_scores"]["data"]]  # nothing repeats yet
+    at.button(key="w_rh_repeat").click().run()
+    check_page(at, [], "repeated")
+    doubled = f"{sentence} {sentence}"
+    assert at.session_state.settings.text == doubled and at.text_input(key="w_rh_text").value == doubled
+    ids = tokenizer.encode(doubled)
+    weights = model.attention_weights(torch.tensor([ids]))[:, 0]  # (L, h, T, T)
+    targets = [(i, j) for i, j in enumerate(head_scores.repeat_targets(torch.tensor(ids), 3).tolist()) if j >= 0]
+    by_hand = sum(weights[:, :, i, j] for i, j in targets) / len(targets)  # (L, h), a loop, not the library's
+    figure = charts(at)["text_scores"]
+    kinds = [t["meta"]["kind"] for t in figure["data"]]
+    induction = head_matrices(figure)[kinds.index("induction")]
+    np.testing.assert_allclose(induction, by_hand.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_continue_my_sentence_writes_the_books_greedy_text(tiny):
+    model, tokenizer = tiny
+    at = open_page(PAGE, {"text": TEXT})
+    at.number_input(key="w_rh_write").set_value(12)
+    at.button(key="w_rh_continue").click().run()
+    check_page(at, [], "continued")
+    ids = torch.tensor([tokenizer.encode(TEXT)])
+    written = generation.generate_text_simple(model, ids, 12, model.cfg["context_length"])[0, ids.shape[1] :]
+    expected = cfg.quote(tokenizer.decode(written.tolist()), limit=400)  # as the page prints user-facing text
+    assert any(expected in m.value for m in at.markdown), expected
+
+
+def test_a_knockout_link_silences_those_heads_and_the_loss_is_the_models(tiny):
+    model, tokenizer = tiny
+    at = open_page(PAGE, {"text": TEXT, "ablate": "0.1,1.3", "ablation": "mean"})
+    check_page(at, [], "?ablate=0.1,1.3")
+    assert at.multiselect(key="w_rh_ablate").value == ["L0 H1", "L1 H3"]
+    ids = torch.tensor([tokenizer.encode(TEXT)])
+    expected = head_scores.loss_per_position(
+        knockout.forward_knocked_out(model, ids, [(0, 1), (1, 3)], "mean").logits, ids
+    )
+    series = {t["name"]: t["y"] for t in charts(at)["knockout_loss"]["data"]}
+    np.testing.assert_allclose(series["without L0 H1, L1 H3"], expected[0].numpy(), rtol=1e-5, atol=1e-6)
+    intact = head_scores.loss_per_position(model(ids), ids)[0].numpy()
+    np.testing.assert_allclose(series["every head"], intact, rtol=1e-5, atol=1e-6)
+    assert at.query_params["ablate"] in ("0.1,1.3", ["0.1,1.3"])
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"), [("9.9", "no head 9.9"), ("0.x", "not layer.head"), ("1.1," * 200, "too long")]
+)
+def test_a_bad_knockout_link_is_corrected_with_a_notice(tiny, raw, said):
+    at = open_page(PAGE, {"text": TEXT, "ablate": raw})
+    check_page(at, [], f"?ablate={raw[:20]}")
+    assert any(said in warning.value for warning in at.warning), [w.value for w in at.warning]
+    assert "knockout_loss" in charts(at)
+
+
+def test_the_composition_heatmaps_are_the_library_s_scores(tiny):
+    model, _ = tiny
+    at = open_page(PAGE, {"text": TEXT})
+    figure = charts(at)["composition"]
+    expected = composition.composition(model).scores
+    kinds = [trace["meta"]["kind"].split("-")[0] for trace in figure["data"]]
+    assert kinds == ["Q", "K", "V"]
+    for kind, matrix in zip(kinds, head_matrices(figure), strict=True):
+        np.testing.assert_allclose(matrix, expected[kind].numpy(), rtol=1e-5, atol=1e-7)
+    assert "K-composition" in texts(at) or "is not in layer 0" in texts(at)

@@ -141,7 +141,7 @@ def _quantise(z: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.clip(np.rint(scaled), 0, _CODE_MAX).astype(np.uint8)
 
 
-def _colorbar_ticks(
+def colorbar_ticks(
     lo: float, hi: float, clipped_top: bool = False, max_ticks: int = 7
 ) -> tuple[list[float], list[str]]:
     """Ticks at both ends of the scale (so its top is always read off the bar) and at round steps between.

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .downsample import _color_range, _colorbar_ticks, clipped_above, rounding_noise
+from .downsample import _color_range, clipped_above, colorbar_ticks, rounding_noise
 from .heatmap_bands import _band_columns, _label_bands
 from .heatmap_layout import (
     FULL_FIGURE_PX,
@@ -130,7 +130,7 @@ def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, 
         tickvals, ticktext = [0.25, 0.75], ["blocked", "may attend"]
         colorbar["title"] = {"text": ""}
     else:
-        tickvals, ticktext = _colorbar_ticks(lo, hi, clipped_top, bar_ticks)
+        tickvals, ticktext = colorbar_ticks(lo, hi, clipped_top, bar_ticks)
         if kind == "keep" and not exact:
             colorbar["title"] = {"text": "fraction<br>kept"}
     cmin, cmax = lo, hi
