@@ -5,10 +5,12 @@
 tokenizer is bytes (``ByteTokenizer``), so it needs no file. ``key=value`` arguments override recipe fields,
 ``out=DIR`` writes elsewhere, for experiments. ``load_shipped`` reads the files back.
 
-The recipe (docs/decisions.md, "The shipped GPT"): first ``induction_warmup`` steps on the Trained heads page's
-induction task alone (random bytes, a segment repeated, scored on the repeat), where a 256-id model crosses
-its plateau in a few hundred steps; then text windows and induction rows of the full context mixed, so the
-model learns the text while the two heads stay and spread to every position.
+The recipe (docs/decisions.md, "The shipped GPT reads English"): first ``induction_warmup`` steps on the Trained
+heads page's induction task alone (random bytes, a segment repeated, scored on the repeat), where a 256-id model
+crosses its plateau in a few hundred steps; then text windows mixed with rows that repeat English and random bytes,
+so the model learns the text while the heads stay and spread to every position (phase 1). Its induction heads then
+match one character, which English defeats; from ``curriculum_start`` (phase 2) rows of random strings over an
+alphabet that shrinks from 32 letters to 3 teach them to match several, beside text and repeated English.
 
 Axis letters: L layers, b batch, h heads, T tokens, V vocabulary.
 """

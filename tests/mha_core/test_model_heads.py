@@ -71,8 +71,11 @@ def test_the_shipped_models_probe_gives_its_recorded_head_scores():
 
 def test_every_figure_passes_plotlys_validation_and_reads_like_a_printed_matrix(readings):
     model, tokenizer, _, reading, probe = readings
-    view = real_heads.build_view(reading, probe, label="a tiny GPT", vocab_size=tokenizer.vocab_size, presenter=False)
-    for panel in (view.model_view, view.scores, view.top5, view.induction):
+    text = model_heads.text_scores(reading.weights, reading.ids)
+    view = real_heads.build_view(
+        reading, probe, text, label="a tiny GPT", vocab_size=tokenizer.vocab_size, presenter=False
+    )
+    for panel in (view.model_view, view.scores, view.text_scores, view.top5, view.induction):
         go.Figure(panel.figure.to_dict())  # full validation (production skips it)
     layout = view.model_view.figure.to_dict()["layout"]
     layers, heads = model.cfg["n_layers"], model.cfg["n_heads"]
@@ -96,14 +99,30 @@ def test_token_labels_are_escaped_in_every_figure():
 
 
 def test_about_lines_read_the_record_and_survive_a_missing_one():
-    facts = type("Facts", (), dict(n_layers=2, n_heads=4, emb_dim=128, context_length=128, vocab_size=2048))()
-    record = {"recipe": {"steps": 150, "lr": 0.002}, "heldout_loss": 5.9, "unigram_heldout_loss": 6.31}
+    facts = type("Facts", (), dict(n_layers=2, n_heads=4, emb_dim=128, context_length=128, vocab_size=256))()
+    record = {"recipe": {"steps": 150}, "heldout_loss": 1.48, "unigram_heldout_loss": 3.21}
     text = " ".join(real_heads.about_lines("own", record, facts))
-    assert "5.90" in text and "6.31" in text and "steps 150" in text and "induction task" not in text
-    record["recipe"] |= {"induction_warmup": 350, "repeat_rows": 32}
+    assert "1.48" not in text and "induction task" not in text  # no count of held-out bytes: no loss is quoted
+    record |= {"heldout_tokens_scored": 35298}
+    record["recipe"] |= {"induction_warmup": 400}
     text = " ".join(real_heads.about_lines("own", record, facts))
-    assert "the first 350 steps on random tokens" in text and "then 32 such rows" in text
+    assert "1.48" in text and "3.21" in text and "all 35,298 held-out bytes" in text and "150 AdamW steps" in text
+    assert "The first 400 on random bytes" in text
+    record["english_probe"] = {"sentences": 50, "best_induction": 0.59, "first_copy_loss": 2.59,
+                               "second_copy_loss": 0.44, "second_copy_accuracy": 0.89,
+                               "best_previous_token_on_text": 0.75, "knockouts": []}  # fmt: skip
+    text = " ".join(real_heads.about_lines("own", record, facts))
+    assert "On 50 English sentences it never saw" in text and "**0.59**" in text and "**89%**" in text
     assert real_heads.about_lines("own", {}, facts) and "GPT-2" in real_heads.about_lines("gpt2", {}, facts)[0]
+
+
+def test_the_knockout_lines_quote_the_record():
+    record = {"english_probe": {"sentences": 50, "second_copy_loss": 0.44, "second_copy_accuracy": 0.89,
+              "knockouts": [{"kind": "previous-token heads", "heads": [[0, 2]], "mode": "zero",
+                             "second_copy_loss": 3.21, "second_copy_accuracy": 0.16}]}}  # fmt: skip
+    said = real_heads.knockout_record_lines(record)
+    assert "previous-token heads (L0 H2) zeroed: **3.21** (16%)" in said and "0.44" in said
+    assert real_heads.knockout_record_lines({}) == ""
 
 
 def test_the_induction_sentence_stays_true_whatever_the_model_learned():
