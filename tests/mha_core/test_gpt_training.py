@@ -295,9 +295,9 @@ def test_a_run_resumes_from_its_checkpoint_where_it_stopped(prepared, tmp_path, 
     """Ten steps in one go equal five, a checkpoint, and five more: the state a stopped session leaves is whole."""
     _, train_ids, _ = prepared
     tiny = gpt_training.Recipe(context_length=16, emb_dim=16, n_heads=2, steps=10, induction_warmup=2,
-                               warmup_rows=4, warmup_length=8, batch_size=2, text_repeat_rows=2, periodic_rows=2, few_letter_rows=2,
-                               repeat_rows=2, span_min=2, span_max=8, curriculum_start=6, alphabet_rows=2,
-                               alphabet_length=16, log_every=1)  # fmt: skip
+                               warmup_rows=4, warmup_length=8, batch_size=2, text_repeat_rows=2, periodic_rows=2,
+                               few_letter_rows=2, repeat_rows=2, span_min=2, span_max=8, curriculum_start=6,
+                               alphabet_rows=2, alphabet_length=16, log_every=1)  # fmt: skip
     straight, _, _ = gpt_training.train(tiny, train_ids)
     checkpoint = tmp_path / "run.ckpt"
     gpt_training.train(tiny, train_ids, stop_after=5, checkpoint=checkpoint, checkpoint_every=5)

@@ -126,7 +126,9 @@ def test_the_knockout_lines_quote_the_record():
 
 
 def test_the_induction_sentence_stays_true_whatever_the_model_learned():
-    copying = real_heads.induction_sentence(7.6, 2.1, 2048)
-    assert "falls by 5.50 nats" in copying and "confidently wrong" not in copying
+    copying = real_heads.induction_sentence(7.6, 2.1, 2048)  # ln 2048 = 7.62
+    assert "falls to 2.10, 5.50 nats below the first copy" in copying and "confidently wrong" not in copying
+    worse = real_heads.induction_sentence(9.1, 2.1, 256)  # a first copy 3.6 nats worse than uniform (ln 256 = 5.55)
+    assert "3.45 nats below a uniform guess" in worse and "confidently wrong" in worse
     stuck = real_heads.induction_sentence(9.6, 9.5, 2048)
     assert "does not fall much" in stuck and "confidently wrong" in stuck
