@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
-from explorer.glue import boundary, real_models, sidebar, url
+from explorer.glue import boundary, real_models, sidebar, url, user_text
 from explorer.glue import settings as cfg
 from explorer.views import real_heads
 
@@ -163,7 +163,8 @@ def show_prediction(view, presenter: bool) -> None:
         figure(view.top5, presenter)
     with right:
         st.markdown("**Your sentence and the model's first choice for what follows:**")
-        st.markdown(cfg.quote(f"{view.sentence}⟨{view.top5_rows[0]['token']}⟩", limit=400))  # user text: a code span
+        shown = f"{view.sentence}⟨{view.top5_rows[0]['token']}⟩"
+        st.markdown(user_text.quote(shown, limit=400))  # user text: a code span
         boundary.show_table(view.top5_rows, presenter=presenter, key="rh_top5", formats={"probability": "%.3f"})
 
 

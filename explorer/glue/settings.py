@@ -21,6 +21,7 @@ from mha_core.tasks import TASKS
 
 from . import budget
 from .trained_link import format_trained_spec, parse_trained_spec
+from .user_text import quote
 
 MAX_HEADS = 16
 MAX_HEAD_DIM = 64
@@ -102,14 +103,6 @@ _INT_PATTERN = re.compile(r"[+-]?[0-9]{1,12}")
 _FLOAT_PATTERN = re.compile(r"[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,4})?")
 KNOWN_DEVICES = ("cpu", "cuda", "mps")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-def quote(value: object, limit: int = 40) -> str:
-    """User text made safe to show in a notice: a code span, truncated, no backticks or newlines."""
-    text = str(value)
-    text = text if len(text) <= limit else text[:limit] + "…"
-    text = re.sub(r"[`\r\n\t]", " ", text)
-    return f"`{text}`" if text.strip() else "`(empty)`"
 
 
 def parse_int(name: str, raw: object, default: int, low: int, high: int) -> tuple[int, str | None]:
@@ -319,7 +312,7 @@ def _fit_model(s: Settings, notices: list[str]) -> Settings:
     """A real GPT's layer (``?model=``): its shape and tokenizer are loaded only when a link asks for one."""
     if not s.model:
         return replace(s, layer=0)
-    from .real_fit import fit_real  # real_fit imports this module: at the top it would be a cycle
+    from .real_fit import fit_real  # it loads real_models (streamlit, the models): only when a link names one
 
     return fit_real(s, notices)
 

@@ -18,7 +18,7 @@ import streamlit as st
 import torch
 
 from explorer.glue import budget, real_models
-from mha_core import gpt, gpt2_download
+from mha_core import gpt2_download, gpt_training
 
 from ..apptest_helpers import charts, check_page, head_matrices, open_page, texts
 from ..tiny_gpt import tiny_model
@@ -31,7 +31,7 @@ PANELS = {"top5", "model_view", "head_scores", "induction"}
 @pytest.fixture(autouse=True)
 def tiny(monkeypatch, tmp_path):
     """The tiny GPT as the shipped model, an empty GPT-2 cache, no memory of an earlier failed download."""
-    monkeypatch.setattr(gpt, "load_shipped_model", tiny_model, raising=False)
+    monkeypatch.setattr(gpt_training, "load_shipped", tiny_model)
     monkeypatch.setenv("MHA_GPT2_DIR", str(tmp_path / "gpt2"))
     monkeypatch.setitem(real_models._GPT2_STATE, "error", "")
     st.cache_resource.clear()
