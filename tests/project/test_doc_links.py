@@ -29,3 +29,11 @@ def test_the_link_reader_sees_links_and_pictures():
 def test_readme_stays_a_front_door():
     """About 200 lines (issue 35): what the app is, the two commands, the pages, the library, where the rest is."""
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+
+
+def test_the_testing_page_shows_readmes_test_command():
+    """docs/testing.md repeats the command that CI reads from README (the line after the marker's fence)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    command = lines[lines.index("<!-- test-command -->") + 2]
+    assert command.startswith("python -m pip install")
+    assert command in (ROOT / "docs" / "testing.md").read_text(encoding="utf-8").splitlines()
