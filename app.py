@@ -34,6 +34,7 @@ def main() -> None:
             "The causal `MultiHeadAttention` of *Build a Large Language Model (From Scratch)*, Listing 3.5, "
             f"running on **{settings.device}** in **{settings.dtype}**: {shape}."
         )
+    sidebar.where_to_start(shown=not presenter)  # a first visit's and a class's path through the pages
     section = sidebar.section_choice("section", SECTIONS, default="attention")
     url.show_notices()  # after every URL value is read, so a bad one's notice shows now
 

@@ -99,8 +99,9 @@ def load(kind: str, folder: Path):
     """The model, loaded one way or the other (None for 'none')."""
     import torch
 
-    from mha_core.gpt import GPT2_CONFIG, load_hf_gpt2
+    from mha_core.gpt import GPT2_CONFIG
     from mha_core.gpt2_download import load_gpt2
+    from mha_core.gpt2_weights import load_hf_gpt2
 
     if kind == "ours":
         return load_gpt2(folder)[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -21,10 +22,34 @@ HOST = "127.0.0.1"  # every socket the harness opens goes here, and only here
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 
+# Under pytest-xdist each worker is a process of its own ("gw0", "gw1", ...; "" otherwise): its servers take ports
+# from a range of their own and write logs of their own, so two workers never race for a port or share a log.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WORKER_PORTS = 500  # ports per worker, from 20000 + 500 × its number
+_ports_taken = itertools.count()
+
+
+def worker_suffix() -> str:
+    """ "-gw0" in xdist worker gw0, "" outside xdist: for file names that must not be shared between workers."""
+    return f"-{WORKER}" if WORKER else ""
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
+    """A port free now: the OS's choice, or under xdist the next free one of this worker's own range."""
+    if not WORKER:
+        with socket.socket() as sock:
+            sock.bind((HOST, 0))
+            return sock.getsockname()[1]
+    base = 20000 + WORKER_PORTS * int(WORKER.removeprefix("gw"))
+    for _ in range(WORKER_PORTS):
+        port = base + next(_ports_taken) % WORKER_PORTS
+        with socket.socket() as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}–{base + WORKER_PORTS - 1} for xdist worker {WORKER}")
 
 
 def healthy(url: str) -> bool:
@@ -79,7 +104,7 @@ class StreamlitServer:
         self.script, self.extra_args, self.start_timeout = script, list(extra_args), start_timeout
         self.root, self.env = Path(root), dict(env or {})
         self.port = free_port()
-        self.log_path = log_path or ROOT / "artifacts" / "streamlit-load-test.log"  # the last server's log
+        self.log_path = log_path or ROOT / "artifacts" / f"streamlit-load-test{worker_suffix()}.log"  # the last one's
         self.process: subprocess.Popen | None = None
         self.started_s = 0.0
 

@@ -237,29 +237,3 @@ GPT2_CONFIG = {
     "drop_rate": 0.0,
     "qkv_bias": True,
 }
-
-
-def load_hf_gpt2(state_dict: dict, cfg: dict, dtype: torch.dtype = torch.float32) -> GPTModel:
-    """A ``GPTModel`` holding a Hugging Face GPT-2 state dict (keys with or without ``transformer.``).
-
-    c_attn is split into W_query/W_key/W_value and every Conv1D weight transposed; out_head is tok_emb's Parameter.
-    Built on the meta device, so with dtype=torch.bfloat16 no float32 model is ever made. Frozen, eval mode.
-    A ValueError names missing and unexpected keys and shape mismatches with the numbers.
-    """
-    from .gpt2_weights import load_from_state_dict  # it imports this module: at the top, a cycle
-
-    return load_from_state_dict(state_dict, cfg, dtype)
-
-
-def load_shipped_model():
-    """(GPTModel in eval mode, float32; ByteTokenizer): the small GPT trained here on Python's documentation."""
-    from .gpt_training import load_shipped  # it imports this module (a cycle at the top), and safetensors: +4 MB
-
-    return load_shipped()
-
-
-def shipped_record() -> dict:
-    """The shipped GPT's record: config, recipe, losses, held-out and unigram losses, head scores, wall time."""
-    from .gpt_training import load_record  # as above: a cycle at the top
-
-    return load_record()

@@ -180,8 +180,13 @@ def state_dict_getter(state_dict: Mapping[str, torch.Tensor], names: dict[str, s
     return get
 
 
-def load_from_state_dict(state_dict: Mapping[str, torch.Tensor], cfg: dict, dtype: torch.dtype):
-    """Check then build; what ``gpt.load_hf_gpt2`` does."""
+def load_hf_gpt2(state_dict: Mapping[str, torch.Tensor], cfg: dict, dtype: torch.dtype = torch.float32) -> GPTModel:
+    """A ``GPTModel`` holding a Hugging Face GPT-2 state dict (keys with or without ``transformer.``).
+
+    c_attn is split into W_query/W_key/W_value and every Conv1D weight transposed; out_head is tok_emb's Parameter.
+    Built on the meta device, so with dtype=torch.bfloat16 no float32 model is ever made. Frozen, eval mode.
+    A ValueError names missing and unexpected keys and shape mismatches with the numbers.
+    """
     cfg = check_config(cfg)
     bad = [key for key, value in state_dict.items() if not isinstance(value, torch.Tensor)]
     if bad:

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
-from explorer.glue import boundary, real_circuits, real_models, sidebar, url
+from explorer.glue import boundary, real_circuits, real_models, sidebar, url, user_text
 from explorer.glue import settings as cfg
 from explorer.views import induction_circuit, real_heads
 
@@ -196,7 +196,8 @@ def show_prediction(view, presenter: bool) -> None:
         figure(view.top5, presenter)
     with right:
         st.markdown("**Your sentence and the model's first choice for what follows:**")
-        st.markdown(cfg.quote(f"{view.sentence}⟨{view.top5_rows[0]['token']}⟩", limit=400))  # user text: a code span
+        shown = f"{view.sentence}⟨{view.top5_rows[0]['token']}⟩"
+        st.markdown(user_text.quote(shown, limit=400))  # user text: a code span
         boundary.show_table(view.top5_rows, presenter=presenter, key="rh_top5", formats={"probability": "%.3f"})
 
 
@@ -251,7 +252,7 @@ def show_continuation(name: str, text: str, presenter: bool) -> None:
         written = real_circuits.continuation(name, text, int(new_tokens), float(temperature), int(top_k), int(seed))
         how = "greedy" if temperature == 0 else f"sampled at temperature {temperature:g}, top-k {top_k or 'all'}"
         st.markdown(f"**The model writes** ({int(new_tokens)} tokens, {how}):")
-        st.markdown(cfg.quote(text, limit=400) + " ⟶ " + cfg.quote(written, limit=400))
+        st.markdown(user_text.quote(text, limit=400) + " ⟶ " + user_text.quote(written, limit=400))
         if not presenter:
             st.caption(
                 "The book's chapter 5 loop: predict the next token, append it, read again, one token at a time. "

@@ -18,8 +18,8 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 
 from ..views import figures
 from . import admission, chart, idle, server_setup
-from . import settings as cfg
 from .url import apply_settings
+from .user_text import quote
 
 server_setup.configure_process()  # once per process, before any session computes
 idle.start_watcher()  # caches cleared after 5 minutes without a visitor
@@ -299,4 +299,4 @@ def _offer_smaller_settings() -> None:
 
 
 def settings_quote(error: BaseException) -> str:
-    return cfg.quote(error, limit=300)
+    return quote(error, limit=300)

@@ -7,14 +7,26 @@ per process, never here by a link: GPT-2 serves only once it is on this server).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from mha_core.inputs import BOOK_TEXT
 
 from . import real_models
-from .settings import Settings, quote
+from .user_text import quote
 
 
-def fit_real(s: Settings, notices: list[str]) -> Settings:
+class RealFields(Protocol):
+    """What fitting reads of ``settings.Settings`` (a dataclass): named here, since settings imports this module."""
+
+    model: str
+    text: str
+    layer: int
+
+
+SettingsT = TypeVar("SettingsT", bound=RealFields)  # settings.Settings, returned with the same type
+
+
+def fit_real(s: SettingsT, notices: list[str]) -> SettingsT:
     """``s`` on the real model's layer; without the shipped model, seeded random weights with a notice."""
     name = s.model
     if name == "gpt2" and not real_models.gpt2_ready():
@@ -54,7 +66,7 @@ def fit_real(s: Settings, notices: list[str]) -> Settings:
     return replace(s, layer=layer, **fixed)
 
 
-def _fit_text(s: Settings, notices: list[str]) -> Settings:
+def _fit_text(s: SettingsT, notices: list[str]) -> SettingsT:
     """The sentence as the model reads it: at least one token, at most ``TOKEN_CAP`` shown (with a notice)."""
     ids = real_models.token_ids(s.model, s.text)
     if not ids:

@@ -1,6 +1,6 @@
 """Real GPTs for every session: one instance of each per process, and their readings cached by (model, text).
 
-* The shipped model (``mha_core.gpt.load_shipped_model``) and GPT-2 are each loaded once per process
+* The shipped model (``mha_core.gpt_training.load_shipped``) and GPT-2 are each loaded once per process
   (``st.cache_resource``), switched to eval mode, and never mutated: every session reads the same tensors, and
   every computation runs under ``torch.no_grad`` and stores nothing on them.
 * What a page draws is cached on (model name, text), never on tensors: ``text_reading``, ``head_probe``,
@@ -61,11 +61,10 @@ class Facts:
 @st.cache_resource(show_spinner="Loading the shipped model…")
 def own_model():
     """(GPTModel in eval mode, its tokenizer), one per process; raises ModelUnavailableError when not in this build."""
-    loader = getattr(gpt, "load_shipped_model", None)
-    if loader is None:
-        raise ModelUnavailableError("The shipped model is not part of this build yet.")
+    from mha_core import gpt_training  # it imports safetensors and the training code (+4 MB): only when asked
+
     try:
-        model, tokenizer = loader()
+        model, tokenizer = gpt_training.load_shipped()
     except FileNotFoundError as error:
         raise ModelUnavailableError(f"The shipped model's files are missing ({error}).") from None
     return model.eval().requires_grad_(False), tokenizer
@@ -81,10 +80,10 @@ def own_absent_reason() -> str:
 
 def shipped_record() -> dict:
     """The shipped model's record (recipe, losses, head scores), or {} when this build has none."""
-    reader = getattr(gpt, "shipped_record", None)
-    if reader is not None:
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            return dict(reader())
+    from mha_core import gpt_training  # as in own_model: only when asked
+
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return dict(gpt_training.load_record())
     folder = Path(gpt.__file__).parent / "shipped"
     for path in sorted(folder.glob("*.json")):
         if "tokenizer" not in path.name:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from mha_core import devices, knockout
+from mha_core import devices
 from mha_core.inputs import BOOK_TEXT, tokenize
 from mha_core.profiling import attention_cells
 from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
@@ -21,6 +21,7 @@ from mha_core.tasks import TASKS
 
 from . import budget
 from .trained_link import format_trained_spec, parse_trained_spec
+from .user_text import quote
 
 MAX_HEADS = 16
 MAX_HEAD_DIM = 64
@@ -104,14 +105,6 @@ KNOWN_DEVICES = ("cpu", "cuda", "mps")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
-def quote(value: object, limit: int = 40) -> str:
-    """User text made safe to show in a notice: a code span, truncated, no backticks or newlines."""
-    text = str(value)
-    text = text if len(text) <= limit else text[:limit] + "…"
-    text = re.sub(r"[`\r\n\t]", " ", text)
-    return f"`{text}`" if text.strip() else "`(empty)`"
-
-
 def parse_int(name: str, raw: object, default: int, low: int, high: int) -> tuple[int, str | None]:
     """The one strict integer parser for URL values: (value, notice or None); never raises.
 
@@ -134,24 +127,6 @@ def parse_choice(name: str, raw: object, default: str, choices) -> tuple[str, st
     if isinstance(raw, str) and raw in choices:
         return raw, None
     return default, f"{name}={quote(raw)} is not one of {', '.join(choices)}; using {default}."
-
-
-def parse_heads(name: str, raw: object, num_layers: int, num_heads: int) -> tuple[set[tuple[int, int]], str | None]:
-    """The one strict parser for a list of heads, ``layer.head`` comma separated (``0.1,1.3``): (heads, notice or
-    None); never raises. A malformed list gives no heads; heads the model lacks are dropped; both say so."""
-    text = str(raw)
-    if len(text) > 400:
-        return set(), f"{name}={quote(raw)} is too long; knocking out no head."
-    try:
-        pairs = knockout.parse_heads(text)
-    except ValueError as error:
-        return set(), f"{name}={quote(raw)}: {error}; knocking out no head."
-    kept = {(layer, head) for layer, head in pairs if layer < num_layers and head < num_heads}
-    dropped = sorted(set(pairs) - kept)
-    if dropped:
-        missing = ", ".join(f"{layer}.{head}" for layer, head in dropped)
-        return kept, f"{name}: no head {missing} in a model of {num_layers} layers × {num_heads} heads; left out."
-    return kept, None
 
 
 def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
@@ -337,7 +312,7 @@ def _fit_model(s: Settings, notices: list[str]) -> Settings:
     """A real GPT's layer (``?model=``): its shape and tokenizer are loaded only when a link asks for one."""
     if not s.model:
         return replace(s, layer=0)
-    from .real_fit import fit_real  # real_fit imports this module: at the top it would be a cycle
+    from .real_fit import fit_real  # it loads real_models (streamlit, the models): only when a link names one
 
     return fit_real(s, notices)
 

@@ -251,6 +251,49 @@ def navigation() -> None:
     st.sidebar.divider()
 
 
+START_PATHS = (  # (who, why, the pages in order): the front page's "Where to start", one line each
+    (
+        "Start here",
+        "the module step by step, then one token, then whole heads, then a real GPT's",
+        (
+            "pages/1_Step_through.py",
+            "pages/7_Follow_a_token.py",
+            "pages/2_Heads_and_references.py",
+            "pages/8_Real_heads.py",
+        ),
+    ),
+    (
+        "With a class",
+        "In presenter mode, Page Down steps through Listing 3.5; then masks, the knobs, and heads that learned",
+        (
+            "pages/1_Step_through.py",
+            "pages/3_Masks_and_cross_attention.py",
+            "pages/4_Knobs_that_teach.py",
+            "pages/5_Trained_heads.py",
+        ),
+    ),
+)
+
+
+def where_to_start(shown: bool) -> None:
+    """The front page's starting paths, one row of page links each. Drawn as one block whether shown or not, so the
+    blocks after it keep their places (url.show_notices says why that matters)."""
+    labels = {script: (label, icon) for script, label, icon in PAGES}
+    with st.container():
+        if not shown:
+            return
+        for who, why, scripts in START_PATHS:
+            widths = [len(who) + 6, *(len(labels[script][0]) + 6 for script in scripts)]  # no label cut at 1280 px
+            columns = st.columns(widths, gap="small", vertical_alignment="center")
+            columns[0].markdown(f"**{who}:**", help=why)
+            for column, script in zip(columns[1:], scripts, strict=True):
+                label, icon = labels[script]
+                try:
+                    column.page_link(script, label=label, icon=icon)
+                except (StreamlitAPIException, KeyError):
+                    return  # as in navigation: a page run on its own has no app to link to
+
+
 def presenter_toggle() -> bool:
     """Presenter mode: large type and no clutter, for a projector, with the sidebar folded away. Kept in the URL."""
     navigation()

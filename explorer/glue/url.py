@@ -11,10 +11,11 @@ import re
 
 import streamlit as st
 
-from mha_core import profiling, runs, tasks, teaching
+from mha_core import knockout, profiling, runs, tasks, teaching
 
 from . import settings as cfg
 from .settings import FIELD_NAMES, Settings
+from .user_text import quote
 
 # A page's own parameters: their choices and bounds. Each lives in mha_core beside the code that accepts it; pages
 # import only explorer, so they read them here, as the sidebar's bounds come from settings.py.
@@ -89,10 +90,19 @@ def url_heads(name: str, num_layers: int, num_heads: int) -> set[tuple[int, int]
     raw = st.query_params.get(name)
     if raw is None:
         return set()
-    heads, problem = cfg.parse_heads(name, raw, num_layers, num_heads)
-    if problem is not None:
-        notice(problem)
-    return heads
+    try:
+        if len(raw) > 400:
+            raise ValueError("too long")
+        pairs = knockout.parse_heads(raw)
+    except ValueError as error:
+        notice(f"{name}={quote(raw)}: {error}; knocking out no head.")
+        return set()
+    kept = {(layer, head) for layer, head in pairs if layer < num_layers and head < num_heads}
+    dropped = sorted(set(pairs) - kept)
+    if dropped:
+        missing = ", ".join(f"{layer}.{head}" for layer, head in dropped)
+        notice(f"{name}: no head {missing} in a model of {num_layers} layers × {num_heads} heads; left out.")
+    return kept
 
 
 def width_mode() -> str:

@@ -56,26 +56,8 @@ def scores_figure(
         x0 = (80 + k * (panel_w + gap)) / width
         z = np.asarray(scores[name], dtype=np.float32)  # (rows, cols)
         data.append(_score_trace(z, name, suffix, k, show_text=cell >= 34, names=(row_name, col_name)))
-        layout[f"xaxis{suffix}"] = {
-            "domain": [x0, x0 + panel_w / width],
-            "anchor": f"y{suffix}",
-            "tickmode": "array",
-            "tickvals": list(range(num_cols)),
-            "ticktext": [col_name.format(h) for h in range(num_cols)],
-            "title": {"text": x_title},
-            "constrain": "domain",
-        }
-        layout[f"yaxis{suffix}"] = {
-            "anchor": f"x{suffix}",
-            "range": [num_rows - 0.5, -0.5],
-            "tickmode": "array",
-            "tickvals": list(range(num_rows)),
-            "ticktext": [row_name.format(r) for r in range(num_rows)],
-            "showticklabels": k == 0,
-            "ticks": "",
-            "scaleanchor": f"x{suffix}",
-            "constrain": "domain",
-        }
+        layout |= _grid_axes(suffix, [x0, x0 + panel_w / width], (num_rows, num_cols), (row_name, col_name), x_title)
+        layout[f"yaxis{suffix}"]["showticklabels"] = k == 0
         notes.append(note(f"{name}", x0 + panel_w / width / 2, 1, "center"))
     layout |= {
         "annotations": notes,
@@ -94,6 +76,32 @@ def scores_figure(
         above_plot_px=_font(presenter, 1.6),
         below_px=_font(presenter, 3),
     )
+
+
+def _grid_axes(suffix: str, domain: list[float], shape: tuple[int, int], names: tuple[str, str], x_title: str):
+    """One panel's axes: named columns, named rows with row 0 at the top, square cells."""
+    (num_rows, num_cols), (row_name, col_name) = shape, names
+    return {
+        f"xaxis{suffix}": {
+            "domain": domain,
+            "anchor": f"y{suffix}",
+            "tickmode": "array",
+            "tickvals": list(range(num_cols)),
+            "ticktext": [col_name.format(h) for h in range(num_cols)],
+            "title": {"text": x_title},
+            "constrain": "domain",
+        },
+        f"yaxis{suffix}": {
+            "anchor": f"x{suffix}",
+            "range": [num_rows - 0.5, -0.5],
+            "tickmode": "array",
+            "tickvals": list(range(num_rows)),
+            "ticktext": [row_name.format(r) for r in range(num_rows)],
+            "ticks": "",
+            "scaleanchor": f"x{suffix}",
+            "constrain": "domain",
+        },
+    }
 
 
 def _score_trace(z: np.ndarray, name: str, suffix: str, k: int, *, show_text: bool, names: tuple[str, str]) -> dict:

@@ -10,20 +10,21 @@ import pytest
 
 from harness import chromium
 from harness.chromium import CHROMIUM_FLAGS
-from harness.server import StreamlitServer
+from harness.server import StreamlitServer, worker_suffix
 
 from ..system_deps import unavailable
 from .helpers import SCREENSHOTS
 
 ROOT = Path(__file__).resolve().parents[2]
+LOG = ROOT / "artifacts" / f"streamlit-browser-test{worker_suffix()}.log"  # one per xdist worker
 
 
 @pytest.fixture(scope="session")
 def app_url():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    log = ROOT / "artifacts" / "streamlit-browser-test.log"
-    # A server that does not come up raises, naming its log: the tests error, they are never skipped.
-    with StreamlitServer(extra_args=["--server.fileWatcherType=none"], log_path=log, start_timeout=60) as server:
+    # A server that does not come up raises, naming its log: the tests error, they are never skipped. 120 s: under
+    # xdist two workers start theirs at once, and at load 9 one alone took over 60 s (docs/testing.md).
+    with StreamlitServer(extra_args=["--server.fileWatcherType=none"], log_path=LOG, start_timeout=120) as server:
         yield server.url
 
 
@@ -31,10 +32,9 @@ def app_url():
 def _a_browser_never_sends_a_widget_state_the_server_drops(app_url):
     """Chromium's own widget states must all be accepted: the server drops (and logs) only hand-made ones of the
     wrong kind. An integer number_input sent as int_value was dropped once, for every seed a student typed."""
-    log = ROOT / "artifacts" / "streamlit-browser-test.log"
-    start = log.stat().st_size if log.exists() else 0
+    start = LOG.stat().st_size if LOG.exists() else 0
     yield
-    with log.open(errors="replace") as file:
+    with LOG.open(errors="replace") as file:
         file.seek(start)
         dropped = [line.strip() for line in file if "dropped widget states" in line]
     assert not dropped, dropped

@@ -39,11 +39,22 @@ def test_url_opens_the_view_and_a_keyboard_slider_move_reruns_and_updates_the_ur
     assert "8 tokens" not in main.inner_text() and "9 tokens" in main.inner_text()
 
 
-def test_the_charts_draw_with_the_plotly_js_the_plotly_package_ships(page, app_url):
-    """The chart element loads plotly.js once, from the app's static folder, and it is the package's own build: the
-    figures' JSON is written for it."""
+@pytest.fixture(scope="module")
+def defaults_page(browser, app_url):
+    """The Explorer at the book's defaults, opened once for the checks that only read it (each test its own check)."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000}, device_scale_factor=1)
+    page = context.new_page()
     page.goto(app_url)
     wait_for_app(page)
+    assert_charts(page, 5)
+    yield page
+    context.close()
+
+
+def test_the_charts_draw_with_the_plotly_js_the_plotly_package_ships(defaults_page, app_url):
+    """The chart element loads plotly.js once, from the app's static folder, and it is the package's own build: the
+    figures' JSON is written for it."""
+    page = defaults_page
     assert_charts(page, 5)
     assert_no_exception(page)
     loaded = page.evaluate("performance.getEntriesByType('resource').map(e => e.name).filter(n => /plotly/i.test(n))")
@@ -82,9 +93,8 @@ def test_a_chart_follows_its_place_when_the_sidebar_folds(page, app_url):
     assert grown and all(after[k][1] == after[k][0] for k in grown), (before, after)
 
 
-def test_book_defaults_show_the_books_numbers(page, app_url):
-    page.goto(app_url)
-    wait_for_app(page)
+def test_book_defaults_show_the_books_numbers(defaults_page):
+    page = defaults_page
     assert_no_exception(page)
     text = page.locator("[data-testid='stMain']").inner_text()
     assert "[0.3190, 0.4858]" in text and "[0.2575, 0.4028]" in text

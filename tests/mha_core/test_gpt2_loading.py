@@ -21,7 +21,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from mha_core import gpt, gpt2_download
-from mha_core.gpt import GPT2_CONFIG, GPTModel, count_parameters, load_hf_gpt2
+from mha_core.gpt import GPT2_CONFIG, GPTModel, count_parameters
 from mha_core.gpt2_download import (
     DownloadStoppedError,
     GPT2Unavailable,
@@ -30,6 +30,7 @@ from mha_core.gpt2_download import (
     gpt2_cached,
     load_gpt2,
 )
+from mha_core.gpt2_weights import load_hf_gpt2
 from mha_core.modules import trace_forward
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,8 +176,7 @@ def test_loading_imports_no_symbolic_machinery():
     """torch's Python meta kernels (triu, normal_ on the meta device) would import sympy: 73 MB, kept for good."""
     script = (
         "import sys, torch\n"
-        "from mha_core.gpt import load_hf_gpt2\n"
-        "from mha_core.gpt2_weights import expected_shapes\n"
+        "from mha_core.gpt2_weights import expected_shapes, load_hf_gpt2\n"
         "cfg = dict(vocab_size=50, context_length=16, emb_dim=8, n_heads=2, n_layers=1, drop_rate=0.0, qkv_bias=True)\n"
         "state = {k: torch.randn(s) for k, s in expected_shapes(cfg).items()}\n"
         "model = load_hf_gpt2(state, cfg, dtype=torch.bfloat16)\n"

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import mha_core
 from mha_core import english_probe, gpt_data, gpt_eval, gpt_training, head_scores
-from mha_core.gpt import GPTModel, load_shipped_model, shipped_record
+from mha_core.gpt import GPTModel
 from mha_core.modules import trace_forward
 
 TINY = {"vocab_size": 50, "context_length": 12, "emb_dim": 16, "n_heads": 4, "n_layers": 3, "drop_rate": 0.0}
@@ -33,12 +33,12 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def shipped():
-    return load_shipped_model()
+    return gpt_training.load_shipped()
 
 
 @pytest.fixture(scope="module")
 def record():
-    return shipped_record()
+    return gpt_training.load_record()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from explorer.views import real_heads
-from mha_core import gpt, head_scores, model_heads
+from mha_core import gpt_training, head_scores, model_heads
 
 from ..tiny_gpt import tiny_model
 
@@ -61,8 +61,8 @@ def test_the_probe_scores_are_head_scores_on_the_repeated_sequence(readings):
 
 
 def test_the_shipped_models_probe_gives_its_recorded_head_scores():
-    model, tokenizer = gpt.load_shipped_model()
-    record = gpt.shipped_record()
+    model, tokenizer = gpt_training.load_shipped()
+    record = gpt_training.load_record()
     numbers = {key: record["probe"][key] for key in ("period", "batch_size", "seed")}
     probe = model_heads.probe_heads(model, tokenizer, model_heads.Probe(**numbers, whole_vocabulary=True))
     for kind in head_scores.KINDS:

@@ -193,3 +193,32 @@ def test_a_bad_trained_spec_falls_back_to_random_weights_with_a_notice():
     assert not at.exception
     assert at.session_state.settings.trained == ""
     assert any("is not a trained model" in w.value for w in at.warning)
+
+
+def test_the_front_page_says_where_to_start_with_links_to_real_pages():
+    """Two paths (a first visit, a class), one row each, every link a page of pages/ in the path's order."""
+    from pathlib import Path
+
+    from explorer.glue.sidebar import START_PATHS
+
+    root = Path(__file__).resolve().parents[2]
+    at = run_page(APP)
+    assert not at.exception
+    links = [link.proto for link in at.main.get("page_link")]
+    assert [link.label for link in links] == [
+        "Step through",
+        "Follow a token",
+        "Heads and references",
+        "Real heads",
+        "Step through",
+        "Masks and cross-attention",
+        "Knobs that teach",
+        "Trained heads",
+    ]
+    scripts = [script for _, _, path in START_PATHS for script in path]
+    for link, script in zip(links, scripts, strict=True):
+        assert (root / script).is_file(), script
+        assert script.endswith(f"_{link.page}.py"), (link.page, script)  # the URL path opens that file
+    assert {m.value for m in at.markdown} >= {"**Start here:**", "**With a class:**"}
+    presenter = run_page(APP, presenter="true")
+    assert not presenter.main.get("page_link")  # a projector shows the module, not the menu

@@ -65,11 +65,11 @@ def test_a_real_models_head_opened_by_its_link(monkeypatch):
     """?model=own&layer=1&head=2 on the tiny GPT of tests/tiny_gpt.py: that block's own head."""
     import streamlit as st
 
-    from mha_core import gpt
+    from mha_core import gpt_training
 
     from ..tiny_gpt import tiny_model
 
-    monkeypatch.setattr(gpt, "load_shipped_model", tiny_model, raising=False)
+    monkeypatch.setattr(gpt_training, "load_shipped", tiny_model)
     st.cache_resource.clear()
     try:
         at, drawn = circuits_page(model="own", layer=1, head=2, token=0, text="Your journey starts with one step.")

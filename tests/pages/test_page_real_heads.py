@@ -17,9 +17,8 @@ import pytest
 import streamlit as st
 import torch
 
-from explorer.glue import budget, real_models
-from explorer.glue import settings as cfg
-from mha_core import composition, generation, gpt, gpt2_download, head_scores, knockout
+from explorer.glue import budget, real_models, user_text
+from mha_core import composition, generation, gpt2_download, gpt_training, head_scores, knockout
 
 from ..apptest_helpers import charts, check_page, head_matrices, open_page, texts
 from ..tiny_gpt import TINY_CONFIG, tiny_model
@@ -32,7 +31,7 @@ PANELS = {"top5", "model_view", "head_scores", "text_scores", "induction", "knoc
 @pytest.fixture(autouse=True)
 def tiny(monkeypatch, tmp_path):
     """The tiny GPT as the shipped model, an empty GPT-2 cache, no memory of an earlier failed download."""
-    monkeypatch.setattr(gpt, "load_shipped_model", tiny_model, raising=False)
+    monkeypatch.setattr(gpt_training, "load_shipped", tiny_model)
     monkeypatch.setenv("MHA_GPT2_DIR", str(tmp_path / "gpt2"))
     monkeypatch.setitem(real_models._GPT2_STATE, "error", "")
     st.cache_resource.clear()
@@ -289,7 +288,7 @@ def test_continue_my_sentence_writes_the_books_greedy_text(tiny):
     check_page(at, [], "continued")
     ids = torch.tensor([tokenizer.encode(TEXT)])
     written = generation.generate_text_simple(model, ids, 12, model.cfg["context_length"])[0, ids.shape[1] :]
-    expected = cfg.quote(tokenizer.decode(written.tolist()), limit=400)  # as the page prints user-facing text
+    expected = user_text.quote(tokenizer.decode(written.tolist()), limit=400)  # as the page prints user-facing text
     assert any(expected in m.value for m in at.markdown), expected
 
 
