@@ -109,7 +109,8 @@ class CacheConfig:
 
 
 # Named models, from their published configs (the page cites each). Latent and window are the model's own where it
-# uses them, else what-ifs: a latent of 4 × head_dim (DeepSeek's 512 = 4 × 128) and a 1024-token window.
+# uses them, else what-ifs: a latent of 4 × head_dim (DeepSeek's 512 = 4 × 128) and a 1024-token window (256
+# for GPT-2, whose whole context is 1024).
 PRESETS: dict[str, CacheConfig] = {
     "GPT-2 124M": CacheConfig(
         name="GPT-2 124M",
@@ -118,12 +119,12 @@ PRESETS: dict[str, CacheConfig] = {
         head_dim=64,
         n_kv_heads=4,
         latent_dim=256,
-        window=1024,
+        window=256,
         context_length=1024,
         dtype="float32",
         own="MHA",
         source="OpenAI GPT-2 small (hparams: n_layer 12, n_head 12, n_embd 768, n_ctx 1024); the book's "
-        "GPT_CONFIG_124M. MHA; GQA's 4 K/V heads are a what-if.",
+        "GPT_CONFIG_124M. MHA; GQA's 4 K/V heads, a 256-wide latent and a 256-token window are what-ifs.",
     ),
     "Llama 3 8B": CacheConfig(
         name="Llama 3 8B",
