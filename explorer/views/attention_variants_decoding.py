@@ -165,3 +165,15 @@ def _time_panel(run: DecodingRun, presenter: bool) -> Panel:
             presenter=presenter,
         ),
     )
+
+
+def decoding_summary(view: DecodingView) -> str:
+    """The numbers under the figures, in one paragraph of markdown."""
+    return (
+        f"{view.calls} calls: the prompt, then one token each. After the last the cache holds "
+        f"**{view.tokens_last} tokens in {view.bytes_last:,} bytes**. Each call's rows equal the uncached "
+        f"forward's within {view.agreement:.1e}. Per new token: **{view.ms_cached:.2f} ms with the cache, "
+        f"{view.ms_uncached:.2f} ms without** (the whole sequence again); over the whole run the cache was "
+        f"**{view.speedup:.1f}×** as fast. Times from this run on a shared server; bench/kv_cache.py measures "
+        "them side by side."
+    )
