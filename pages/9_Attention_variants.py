@@ -51,6 +51,7 @@ def main() -> None:
 
     st.title("Attention variants")
     section = sidebar.section_choice("section", SECTIONS, default="heads")
+    seed_page_params()
     url.show_notices()
     if not presenter:
         st.markdown(
@@ -72,12 +73,23 @@ def main() -> None:
         kv_groups=groups,
         latent=latent,
         window=window,
-        variant=state.get("var_kind", "GQA"),
-        config=state.get("var_config", variants_cache.CONFIG_CHOICES[0]),
-        source=state.get("var_source", "gpt"),
-        new_tokens=int(state.get("var_new_tokens", 24)),
-        step=int(state.get("var_step", 1)),
+        variant=state.var_kind,
+        config=state.var_config,
+        source=state.var_source,
+        new_tokens=int(state.var_new_tokens),
+        step=int(state.var_step),
     )
+
+
+def seed_page_params() -> None:
+    """Every section's own URL values, read once into the widgets' state (clamped, with notices) before the notices
+    are shown: the other sections keep theirs in the URL."""
+    seed_choice, seed_int = teaching_cache.seed_choice, teaching_cache.seed_int
+    seed_choice("var_kind", "variant", "GQA", variants_cache.VARIANT_KINDS)
+    seed_choice("var_config", "config", variants_cache.CONFIG_CHOICES[0], variants_cache.CONFIG_CHOICES)
+    seed_choice("var_source", "source", "gpt", tuple(variants_cache.SOURCES))
+    seed_int("var_new_tokens", "new_tokens", 24, 1, variants_cache.MAX_NEW_TOKENS)
+    seed_int("var_step", "step", 1, 0, variants_cache.MAX_NEW_TOKENS)
 
 
 def show_panels(panels, presenter: bool) -> None:
@@ -86,7 +98,6 @@ def show_panels(panels, presenter: bool) -> None:
 
 
 def heads_section(settings, params, presenter: bool) -> None:
-    teaching_cache.seed_choice("var_kind", "variant", "GQA", variants_cache.VARIANT_KINDS)
     kind = st.radio("variant", variants_cache.VARIANT_KINDS, key="var_kind", horizontal=True)
     panels, table = variants_cache.heads_view(settings, *params, kind, 0, presenter)
     show_panels(panels, presenter)
@@ -99,7 +110,6 @@ def heads_section(settings, params, presenter: bool) -> None:
 
 
 def bytes_section(settings, params, presenter: bool) -> None:
-    teaching_cache.seed_choice("var_config", "config", variants_cache.CONFIG_CHOICES[0], variants_cache.CONFIG_CHOICES)
     choice = st.selectbox("config", variants_cache.CONFIG_CHOICES, key="var_config")
     panel, table, text = variants_cache.bytes_view(settings, *params, choice, presenter)
     st.markdown(text)
@@ -110,7 +120,6 @@ def bytes_section(settings, params, presenter: bool) -> None:
 
 
 def decode_section(settings, params, presenter: bool) -> None:
-    teaching_cache.seed_choice("var_source", "source", "gpt", tuple(variants_cache.SOURCES))
     source = st.radio(
         "decode with",
         tuple(variants_cache.SOURCES),
@@ -118,16 +127,15 @@ def decode_section(settings, params, presenter: bool) -> None:
         format_func=variants_cache.SOURCES.get,
         horizontal=True,
     )
-    teaching_cache.seed_choice("var_kind", "variant", "GQA", variants_cache.VARIANT_KINDS)
     kind = st.radio("variant", variants_cache.VARIANT_KINDS, key="var_kind", horizontal=True, disabled=source == "gpt")
     absent = variants_cache.gpt_absent_reason() if source == "gpt" else ""
     if absent:
         st.info(f"{absent} Decoding the chosen variant instead.")
         source = "variant"
-    new_tokens = teaching_cache.seed_int("var_new_tokens", "new_tokens", 24, 1, variants_cache.MAX_NEW_TOKENS)
+    new_tokens = st.session_state.var_new_tokens
     if source == "gpt":
         st.slider("new tokens", 1, variants_cache.MAX_NEW_TOKENS, key="var_new_tokens")
-    step = teaching_cache.seed_int("var_step", "step", 1, 0, variants_cache.MAX_NEW_TOKENS)
+    step = st.session_state.var_step
     view = variants_cache.decoding_view(settings, *params, source, kind, int(new_tokens), int(step), presenter)
     st.session_state.var_step = min(int(step), view.calls - 1)  # fewer calls than the link's step: the last
     sidebar.range_slider_or_fixed(st, "call shown", 0, view.calls - 1, key="var_step")
