@@ -89,7 +89,7 @@ def growth_table(models: dict, contexts: list[int], tokens: int, device: torch.d
             with_s, without_s, nbytes = side_by_side(model, context, tokens, device)
             formula = config_of(model.cfg, "MHA").bytes_of("MHA", context + tokens)
             print(
-                f"| {name} | {context} | {1 / with_s:,.0f} | {1 / without_s:,.1f} | {without_s / with_s:.1f}× "
+                f"| {name} | {context} | {1 / with_s:.3g} | {1 / without_s:.3g} | {without_s / with_s:.1f}× "
                 f"| {nbytes / 1e6:,.2f} MB | {formula / 1e6:,.2f} MB |"
             )
 
@@ -118,7 +118,7 @@ def variants_table(cfg: dict, context: int, tokens: int, device: torch.device) -
         formula = config_of(cfg, kind, spec).bytes_of(kind, context + tokens)
         mha_bytes = mha_bytes or nbytes
         print(
-            f"| {kind} | {1 / with_s:,.0f} | {nbytes / 1e6:,.2f} MB | {formula / 1e6:,.2f} MB "
+            f"| {kind} | {1 / with_s:.3g} | {nbytes / 1e6:,.2f} MB | {formula / 1e6:,.2f} MB "
             f"| {nbytes / mha_bytes:.1%} |"
         )
         del model
@@ -131,6 +131,9 @@ def main() -> None:
     parser.add_argument("--gpt2-contexts", default="64,128,256,512,1000")
     parser.add_argument("--tokens", type=int, default=5, help="new tokens timed at each context")
     parser.add_argument("--layers", type=int, default=12, help="GPT-2's shape with this many layers")
+    parser.add_argument(
+        "--variants-context", type=int, default=0, help="the variants table's context (default: the first)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads (one is steadiest on a shared CPU)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -147,7 +150,7 @@ def main() -> None:
     print()
     contexts = [int(c) for c in args.gpt2_contexts.split(",")]
     growth_table({f"GPT-2 124M shape, {args.layers} layers": gpt2.to(device)}, contexts, args.tokens, device)
-    variants_table(gpt2_cfg, contexts[-2] if len(contexts) > 1 else contexts[0], args.tokens, device)
+    variants_table(gpt2_cfg, args.variants_context or contexts[0], args.tokens, device)
 
 
 if __name__ == "__main__":

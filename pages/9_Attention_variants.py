@@ -5,6 +5,8 @@ explorer.views.attention_variants: which key/value head each query head reads, t
 context length for this module and named models, and decoding one token at a time with the cache.
 """
 
+from dataclasses import replace
+
 import streamlit as st
 
 from explorer.glue import boundary, caches, sidebar, teaching_cache, url, variants_cache
@@ -22,7 +24,8 @@ SECTIONS = {
 def main() -> None:
     presenter = sidebar.presenter_toggle()
     settings = sidebar.settings_sidebar(fields=sidebar.VARIANT_FIELDS)
-    fitted = caches.fit_page(settings, "variants")
+    # the variants run in float32 and eval mode whatever the sidebar's dtype and train mode: fitted as they run
+    fitted = caches.fit_page(replace(settings, dtype="float32", train=False), "variants")
     groups, latent, window = variants_cache.page_params(fitted)
     st.sidebar.header("Variants")
     st.sidebar.select_slider(
