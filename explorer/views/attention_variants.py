@@ -55,9 +55,9 @@ def _group_strip(groups: list[int], kv_heads: int, kind: str, presenter: bool) -
         "xgap": 3,
         "hovertemplate": "%{x} reads K/V head %{z}<extra></extra>",
     }
-    layout = {"xaxis": {"side": "top"}, "yaxis": {"showticklabels": False}}
+    layout = {"yaxis": {"showticklabels": False}}  # the heads named below the strip: the title sits above
     title = f"{kind}: {h} query heads read {kv_heads} key/value head{'s' * (kv_heads != 1)}"
-    return figures.finish_figure({"data": [trace], "layout": layout}, title, presenter, plot_px=70)
+    return figures.finish_figure({"data": [trace], "layout": layout}, title, presenter, plot_px=70, below_px=30)
 
 
 def heads_panels(run: VariantsRun, kind: str, batch_index: int, presenter: bool) -> list[Panel]:
