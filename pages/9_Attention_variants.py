@@ -26,31 +26,8 @@ def main() -> None:
     settings = sidebar.settings_sidebar(fields=sidebar.VARIANT_FIELDS)
     # the variants run in float32 and eval mode whatever the sidebar's dtype and train mode: fitted as they run
     fitted = caches.fit_page(replace(settings, dtype="float32", train=False), "variants")
-    groups, latent, window = variants_cache.page_params(fitted)
-    st.sidebar.header("Variants")
-    st.sidebar.select_slider(
-        "num_kv_groups (GQA)",
-        variants_cache.divisors(fitted.num_heads),
-        key="var_kv_groups",
-        help="Key/value heads; each is shared by num_heads / num_kv_groups query heads. 1 is multi-query attention.",
-    )
-    st.sidebar.number_input(
-        "latent width (MLA)",
-        1,
-        variants_cache.MAX_LATENT,
-        key="var_latent",
-        help="Numbers cached per token; keys and values are rebuilt from them.",
-    )
-    sidebar.range_slider_or_fixed(
-        st.sidebar,
-        "window (SWA)",
-        1,
-        fitted.context_length,
-        key="var_window",
-        help="Each query sees itself and the window − 1 keys before it.",
-    )
+    groups, latent, window = variant_controls(fitted)
     state = st.session_state
-    groups, latent, window = int(state.var_kv_groups), int(state.var_latent), int(state.var_window)
 
     st.title("Attention variants")
     section = sidebar.section_choice("section", SECTIONS, default="heads")
@@ -82,6 +59,35 @@ def main() -> None:
         new_tokens=int(state.var_new_tokens),
         step=int(state.var_step),
     )
+
+
+def variant_controls(fitted) -> tuple[int, int, int]:
+    """The sidebar's num_kv_groups, latent width and window (seeded from the URL); their values."""
+    groups, latent, window = variants_cache.page_params(fitted)
+    st.sidebar.header("Variants")
+    st.sidebar.select_slider(
+        "num_kv_groups (GQA)",
+        variants_cache.divisors(fitted.num_heads),
+        key="var_kv_groups",
+        help="Key/value heads; each is shared by num_heads / num_kv_groups query heads. 1 is multi-query attention.",
+    )
+    st.sidebar.number_input(
+        "latent width (MLA)",
+        1,
+        variants_cache.MAX_LATENT,
+        key="var_latent",
+        help="Numbers cached per token; keys and values are rebuilt from them.",
+    )
+    sidebar.range_slider_or_fixed(
+        st.sidebar,
+        "window (SWA)",
+        1,
+        fitted.context_length,
+        key="var_window",
+        help="Each query sees itself and the window − 1 keys before it.",
+    )
+    state = st.session_state
+    return int(state.var_kv_groups), int(state.var_latent), int(state.var_window)
 
 
 def seed_page_params() -> None:
