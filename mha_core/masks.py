@@ -59,6 +59,30 @@ def sliding_window(num_queries: int, num_keys: int, window: int, causal_only: bo
     return allowed
 
 
+def causal_bottom_right(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
+    """(i, j) causal mask for the last ``num_queries`` of ``num_keys`` positions (KV-cache decoding).
+
+    Query i sits at position i + num_keys − num_queries, so it may attend to keys j ≤ i + num_keys − num_queries;
+    with as many queries as keys this is ``causal``. Listing 3.5's buffer sliced at rows start..start+i gives it.
+    """
+    if not 1 <= num_queries <= num_keys:
+        raise ValueError(f"need 1 ≤ num_queries ≤ num_keys, got {num_queries} queries and {num_keys} keys")
+    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(diagonal=num_keys - num_queries)
+
+
+def by_position(query_positions: torch.Tensor, key_positions: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """(i, j) causal mask from absolute positions: key j ≤ query i, and i − j < window when a window is given.
+
+    A sliding-window cache keeps only the last keys, so their positions no longer start at 0; this is
+    ``sliding_window`` (or ``causal``) read at those positions.
+    """
+    if window is not None and window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    distance = query_positions[:, None] - key_positions[None, :]  # (i, j): how far back key j lies
+    allowed = distance >= 0
+    return allowed if window is None else allowed & (distance < window)
+
+
 def random(num_queries: int, num_keys: int, keep_prob: float, seed: int, batch_size: int = 1) -> torch.Tensor:
     """(b, i, j) seeded Bernoulli mask; each position is kept with probability keep_prob."""
     if not 0.0 <= keep_prob <= 1.0:

@@ -75,6 +75,31 @@ def merge_heads(context: torch.Tensor, rec: Recorder) -> torch.Tensor:
     return rec("context", context, "heads concatenated, before out_proj")
 
 
+def check_room(module: nn.Module, num_tokens: int, use_cache: bool) -> int:
+    """The position of the first of ``num_tokens`` new tokens (0 without the cache); a ValueError when the cache
+    and the new tokens together would pass context_length."""
+    start = module.ptr_current_pos if use_cache else 0
+    if start + num_tokens > module.context_length:
+        held = f"the cache holds {start} and " if use_cache else ""
+        raise ValueError(
+            f"{held}input has {num_tokens} tokens, more than context_length={module.context_length}"
+            + (f" in all ({start + num_tokens}); reset_cache() first" if use_cache else "")
+        )
+    return start
+
+
+def cache_keys_and_values(module: nn.Module, keys: torch.Tensor, values: torch.Tensor, rec: Recorder):
+    """The cache write and read, as trace steps: append (b, h', t, d) keys and values to ``module.cache_k`` and
+    ``cache_v`` along the tokens, move ``ptr_current_pos`` on, and hand back everything cached (b, h', s + t, d)."""
+    before = module.cache_k if module.cache_k is not None else keys[:, :, :0]  # (b, h', s, d); s = 0 at first
+    rec("cache_keys_before", before, "cache read: the keys cached by earlier calls")
+    module.cache_k = keys if module.cache_k is None else torch.cat([module.cache_k, keys], dim=2)  # (b, h', s+t, d)
+    module.cache_v = values if module.cache_v is None else torch.cat([module.cache_v, values], dim=2)
+    module.ptr_current_pos += keys.shape[2]
+    keys = rec("cache_keys", module.cache_k, "cache write: earlier keys and this call's, all the queries read")
+    return keys, rec("cache_values", module.cache_v, "cache write: earlier values and this call's")
+
+
 class MultiHeadAttention(nn.Module):
     """Causal multi-head self-attention, Listing 3.5. ``forward``: (b, t, d_in) -> (b, t, d_out)."""
 
@@ -96,14 +121,33 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("mask", masks.book_causal_buffer(context_length))  # 1 = blocked, the book's way
         self.attention = ExplicitAttention()
+        # The KV cache, filled only by forward(..., use_cache=True): (b, h, s, d) each, as the book's bonus code
+        # (ch04/03_kv-cache) keeps it. A module shared between sessions is never run with use_cache.
+        self.register_buffer("cache_k", None, persistent=False)
+        self.register_buffer("cache_v", None, persistent=False)
+        self.ptr_current_pos = 0  # tokens in the cache: the position of the next query
 
-    def forward(self, x: torch.Tensor, *, recorder: Recorder | None = None, attention: Attention | None = None):
-        """``attention`` swaps the attention step (for example a different softmax scale)."""
+    def reset_cache(self) -> None:
+        """Empty the KV cache before a new sequence."""
+        self.cache_k, self.cache_v, self.ptr_current_pos = None, None, 0
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        use_cache: bool = False,
+        recorder: Recorder | None = None,
+        attention: Attention | None = None,
+    ):
+        """``attention`` swaps the attention step (for example a different softmax scale).
+
+        ``use_cache=True``: ``x`` holds the next tokens only; their keys and values are appended to the cache and
+        the queries attend to every cached key (the causal mask's rows at the tokens' positions: bottom-right).
+        """
         rec = recorder or no_record
         _check_input("x", x, self.d_in)
         b, num_tokens, _ = x.shape
-        if num_tokens > self.context_length:
-            raise ValueError(f"input has {num_tokens} tokens, more than context_length={self.context_length}")
+        start = check_room(self, num_tokens, use_cache)  # the first new token's position
         rec("x", x, "the input embeddings")
         queries = rec("queries", self.W_query(x), "queries = W_query(x)")  # (b, t, d_out)
         keys = rec("keys", self.W_key(x), "keys = W_key(x)")  # (b, t, d_out)
@@ -111,7 +155,10 @@ class MultiHeadAttention(nn.Module):
         queries = split_heads(queries, self.num_heads, "queries", rec)  # (b, h, t, d)
         keys = split_heads(keys, self.num_heads, "keys", rec)  # (b, h, t, d)
         values = split_heads(values, self.num_heads, "values", rec)  # (b, h, t, d)
-        allowed = masks.from_blocked(self.mask[:num_tokens, :num_tokens])  # (t, t), True = may attend
+        if use_cache:
+            keys, values = cache_keys_and_values(self, keys, values, rec)  # (b, h, start + t, d)
+        end = start + num_tokens
+        allowed = masks.from_blocked(self.mask[start:end, :end])  # (t, start + t), True = may attend
         allowed = rec("mask", allowed, "causal mask as used, sliced to the tokens (True = may attend)")
         dropout_p = self.dropout.p if self.training else 0.0
         context = (attention or self.attention)(queries, keys, values, allowed, dropout_p, rec)  # (b, h, t, d)

@@ -152,7 +152,7 @@ def unannounced_nan(figure: dict) -> list[str]:
 
 
 # Pages that draw at least one chart on every run (the others draw theirs after a Train or Measure click).
-CHART_PAGES = {"app.py", *(p for p in PAGES if p.split("/")[-1][:2] in ("1_", "2_", "3_", "4_", "7_", "8_"))}
+CHART_PAGES = {"app.py", *(p for p in PAGES if p.split("/")[-1][:2] in ("1_", "2_", "3_", "4_", "7_", "8_", "9_"))}
 
 
 def page_of(at: AppTest) -> str:

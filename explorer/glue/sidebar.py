@@ -29,6 +29,18 @@ EVAL_FIELDS = tuple(n for n in FIELD_NAMES if n not in ("dropout", "train"))  # 
 CROSS_FIELDS = ("num_heads", "d_out", "batch_size", "qkv_bias", "seed", "device", "dtype")  # QKV cross-attention
 COST_FIELDS = ("num_heads", "d_out", "batch_size", "seed", "device", "dtype")  # a timing of the attention alone
 TRAINING_FIELDS = ("seed", "device")  # Trained heads: its model has its own shape
+# Attention variants: five float32 modules built on the CPU from the shape and seed, on the sidebar's input
+VARIANT_FIELDS = (
+    "num_heads",
+    "d_out",
+    "d_in",
+    "num_tokens",
+    "context_length",
+    "batch_size",
+    "qkv_bias",
+    "seed",
+    "input",
+)
 
 
 def range_slider_or_fixed(container, label: str, low: int, high: int, *, key: str, **kwargs) -> int:
@@ -238,6 +250,7 @@ PAGES = (  # (script, label, icon): our own navigation, so the explorer is not l
     ("pages/6_Cost.py", "Cost", ":material/speed:"),
     ("pages/7_Follow_a_token.py", "Follow a token", ":material/timeline:"),
     ("pages/8_Real_heads.py", "Real heads", ":material/psychology:"),
+    ("pages/9_Attention_variants.py", "Attention variants", ":material/call_split:"),
 )
 
 

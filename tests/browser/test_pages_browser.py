@@ -36,6 +36,7 @@ def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url
         "Cost",
         "Follow a token",
         "Real heads",
+        "Attention variants",
     ):
         assert expected in names, names
     for name, href in links:
@@ -59,6 +60,7 @@ HOSTILE_LINKS = [  # issue 10's repros, as a stranger would post them
     "Follow_a_token?token=-5&width=%3Cb%3Ewide",
     "?model=%3Cscript%3E&layer=-1&head=99&text=",
     "Real_heads?model=gpt2&text=" + "word%20" * 300,
+    "Attention_variants?section=decode&kv_groups=%3Cscript%3E&window=-3&latent=1e309&step=99&source=x",
 ]
 
 

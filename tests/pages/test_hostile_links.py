@@ -191,6 +191,28 @@ def test_training_stops_at_its_time_budget():
     assert time.monotonic() - begin < 10
 
 
+# --- the Attention variants page's own values (issue 33) ---------------------------------------------------------
+
+VARIANTS_PAGE = "pages/9_Attention_variants.py"
+HOSTILE_VARIANTS = [  # (query, what a notice says)
+    ({"num_heads": "4", "d_out": "16", "kv_groups": "3"}, "kv_groups=3 does not divide num_heads=4; using 2."),
+    ({"kv_groups": "<script>alert(1)</script>"}, "kv_groups=`<script>alert(1)</script>` is not a whole number"),
+    ({"latent": "1e309"}, "latent=`1e309` is not a whole number"),
+    ({"window": "-3", "context_length": "9", "num_tokens": "9"}, "window=`-3` is outside 1–9; using 1."),
+    ({"section": "decode", "step": "99"}, "step=`99` is outside 0–48; using 48."),
+    ({"section": "decode", "source": "<img src=x>"}, "is not one of gpt, variant"),
+    ({"section": "bytes", "config": "ZZPWN"}, "is not one of"),
+]
+
+
+@pytest.mark.parametrize(("query", "said"), HOSTILE_VARIANTS, ids=lambda v: str(v)[:40])
+def test_hostile_variant_links_are_clamped_with_a_notice(query, said):
+    at = open_page(VARIANTS_PAGE, query)
+    check_page(at, [str(v) for v in query.values()], f"{VARIANTS_PAGE}?{query}")
+    assert at.get(ELEMENT), f"{query}: no chart"
+    assert any(said in alert.value for alert in at.warning), [alert.value for alert in at.warning]
+
+
 # --- real-model links (?model=&layer=&head=&text=) -------------------------------------------------------------
 
 REAL_LINK_PAGES = ("app.py", "pages/7_Follow_a_token.py", "pages/8_Real_heads.py")

@@ -35,6 +35,7 @@ PAGE_FIELDS = {
     "pages/5_Trained_heads.py": sidebar.TRAINING_FIELDS,
     "pages/6_Cost.py": sidebar.COST_FIELDS,
     "pages/7_Follow_a_token.py": sidebar.ALL_FIELDS,
+    "pages/9_Attention_variants.py": sidebar.VARIANT_FIELDS,
 }
 # Not the defaults, and consistent, so that nothing is corrected: a page must hand every one back unchanged.
 OTHER_SETTINGS = {"num_tokens": "7", "context_length": "9", "d_in": "5", "dropout": "0.2", "input": "random"}

@@ -1,0 +1,270 @@
+"""What the Attention variants page shows: runs from ``mha_core.variant_runs`` in, Panels, tables and text out.
+
+Three sections: the heads and the key/value heads they share (one variant at a time, its K and V drawn with their
+shapes), the KV cache's bytes against the context length (this module and named models, by the formula, with this
+module's caches measured), and decoding one token at a time (each call's query rows over the cached keys).
+No streamlit and no model runs here.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from mha_core.kv_memory import PRESETS, VARIANTS, CacheConfig, context_lengths
+from mha_core.variant_runs import NAMES, VariantsRun
+
+from . import figures
+from .figures.panel import Panel, shape_text
+from .figures.style import head_colors
+
+THIS_CONFIG = "this module"
+CONFIG_CHOICES = (THIS_CONFIG, *PRESETS)
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in decimal units, as the book's estimators print them (GB = 1000³ bytes)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:,.2f} {unit}"
+    return f"{n:,.0f} B"
+
+
+# --- 1. heads and the key/value heads they share ------------------------------------------------------------------
+
+
+def group_of(run: VariantsRun, kind: str, head: int) -> int:
+    """The key/value head query head ``head`` reads under ``kind`` (MLA and SWA: its own, rebuilt or windowed)."""
+    kv_heads = run.results[kind].kv_heads
+    return head // (run.spec.num_heads // kv_heads)
+
+
+def _group_strip(groups: list[int], kv_heads: int, kind: str, presenter: bool) -> go.Figure:
+    """A 1 × h strip, each query head's cell in its K/V head's colour and labelled with it."""
+    h = len(groups)
+    palette = head_colors(max(kv_heads, 2))
+    scale = [[i / max(kv_heads - 1, 1), palette[i % len(palette)]] for i in range(kv_heads)] if kv_heads > 1 else None
+    trace = {
+        "type": "heatmap",
+        "z": [groups],
+        "x": [f"Q head {k}" for k in range(h)],
+        "y": ["reads"],
+        "text": [[f"K/V {g}" for g in groups]],
+        "texttemplate": "%{text}",
+        "colorscale": scale or [[0, palette[0]], [1, palette[0]]],
+        "showscale": False,
+        "xgap": 3,
+        "hovertemplate": "%{x} reads K/V head %{z}<extra></extra>",
+    }
+    layout = {"yaxis": {"showticklabels": False}}  # the heads named below the strip: the title sits above
+    title = f"{kind}: {h} query heads read {kv_heads} key/value head{'s' * (kv_heads != 1)}"
+    return figures.finish_figure({"data": [trace], "layout": layout}, title, presenter, plot_px=70, below_px=30)
+
+
+def heads_panels(run: VariantsRun, kind: str, batch_index: int, presenter: bool) -> list[Panel]:
+    """The group strip, every head's weights named by its K/V head, and the K and V the variant computes."""
+    result = run.results[kind]
+    trace = result.trace
+    labels = list(run.labels)
+    h = run.spec.num_heads
+    weights = trace.numpy("attn_weights")[batch_index]  # (h, T, T)
+    names = [f"head {k} · K/V {group_of(run, kind, k)}" for k in range(h)]
+    panels = [
+        Panel(
+            "variants_groups",
+            "Which key/value head each query head reads",
+            _group_caption(run, kind),
+            _group_strip([group_of(run, kind, k) for k in range(h)], result.kv_heads, kind, presenter),
+        ),
+        Panel(
+            "variants_weights",
+            "Attention weights, per query head",
+            f"`attn_weights` · shape (b, h, T, T) = {shape_text(trace.info['attn_weights'].shape)} · rows: queries, "
+            "columns: keys · heads that share a K/V head read the same keys, with their own queries.",
+            figures.heads_heatmap(
+                weights, labels, labels, title=f"{kind} weights", kind="weights", head_names=names, presenter=presenter
+            ),
+        ),
+    ]
+    return panels + _kv_panels(run, kind, batch_index, presenter)
+
+
+def _group_caption(run: VariantsRun, kind: str) -> str:
+    spec = run.spec
+    if kind in ("GQA", "MQA"):
+        size = spec.num_heads // run.results[kind].kv_heads
+        return (
+            f"num_heads = {spec.num_heads}, num_kv_groups = {run.results[kind].kv_heads}: each K/V head serves "
+            f"{size} query head{'s' * (size != 1)} in a row (`repeat_interleave`)."
+        )
+    if kind == "MLA":
+        return f"Each head has its own keys and values, rebuilt from one {spec.latent_dim}-wide latent per token."
+    if kind == "SWA":
+        return f"Each head has its own keys and values; every query sees only the last {spec.window} of them."
+    return "Listing 3.5: every head has its own keys and values."
+
+
+def _kv_panels(run: VariantsRun, kind: str, batch_index: int, presenter: bool) -> list[Panel]:
+    """K and V as the variant computes them (before any repeat): (T, g·d) with one band per K/V head."""
+    trace = run.results[kind].trace
+    labels = list(run.labels)
+    kv_heads = run.results[kind].kv_heads
+    panels = []
+    if kind == "MLA":
+        latent = trace.numpy("latent")[batch_index]  # (T, r)
+        panels.append(
+            Panel(
+                "variants_latent",
+                "The latent: all the cache keeps per token",
+                f"`latent` = W_DKV(x) · shape (b, T, r) = {shape_text(trace.info['latent'].shape)} · keys and values "
+                "below are W_UK(latent) and W_UV(latent).",
+                figures.matrix_heatmap(
+                    latent, labels, None, title="latent", presenter=presenter, col_title="latent dim"
+                ),
+            )
+        )
+    for step, what in (("keys", "K"), ("values", "V")):
+        matrix = trace.numpy(step)[batch_index]  # (T, g·d)
+        panels.append(
+            Panel(
+                f"variants_{step}",
+                f"{what}: {kv_heads} key/value head{'s' * (kv_heads != 1)} of {run.spec.head_dim} dims",
+                f"`{step}` · shape (b, T, g·head_dim) = {shape_text(trace.info[step].shape)} · one band per K/V "
+                f"head; Q has {run.spec.num_heads} heads: (b, T, {run.spec.d_out}).",
+                figures.matrix_heatmap(
+                    matrix,
+                    labels,
+                    None,
+                    title=what,
+                    column_groups=kv_heads,
+                    group_names=[f"K/V {g}" for g in range(kv_heads)],
+                    presenter=presenter,
+                ),
+            )
+        )
+    return panels
+
+
+def variants_table(run: VariantsRun) -> list[dict]:
+    """Per variant: parameters, K/V heads, numbers cached per token, and the cache at T tokens, formula and measured."""
+    config = run.spec.cache_config()
+    tokens = len(run.labels)
+    rows = []
+    for kind in VARIANTS:
+        result = run.results[kind]
+        formula = config.bytes_of(kind, tokens, batch=run.batch_size)
+        measured = dict(result.measured)[tokens]
+        rows.append(
+            {
+                "variant": f"{kind} ({NAMES[kind]})",
+                "parameters": result.parameters,
+                "K/V heads": result.kv_heads,
+                "cached per token": _per_token(config, kind),
+                f"cache at T={tokens} (formula)": formula,
+                "measured": measured,
+                "same": formula == measured,
+            }
+        )
+    return rows
+
+
+def _per_token(config: CacheConfig, kind: str) -> str:
+    if kind == "MLA":
+        return f"{config.latent_dim} (latent)"
+    heads = {"MHA": config.n_heads, "GQA": config.n_kv_heads, "MQA": 1, "SWA": config.n_heads}[kind]
+    window = f", last {config.window} tokens" if kind == "SWA" else ""
+    return f"2 × {heads} × {config.head_dim}{window}"
+
+
+# --- 2. the KV cache's bytes against the context length ------------------------------------------------------------
+
+
+def config_for(choice: str, run: VariantsRun) -> CacheConfig:
+    """The chosen named model's config, or this module's shape as one layer."""
+    return run.spec.cache_config() if choice == THIS_CONFIG else PRESETS[choice]
+
+
+def bytes_series(config: CacheConfig, xs: list[int], batch: int) -> dict[str, list[float]]:
+    """Each variant's cache at each length by the formula; the model's own variant marked."""
+    return {
+        f"{kind}{' (its own)' if kind == config.own and config.name in PRESETS else ''}": [
+            float(config.bytes_of(kind, t, batch=batch)) for t in xs
+        ]
+        for kind in VARIANTS
+    }
+
+
+def bytes_figure(choice: str, run: VariantsRun, presenter: bool) -> Panel:
+    """KV-cache bytes against tokens on log axes for the five variants; this module's measured caches over them."""
+    config = config_for(choice, run)
+    here = choice == THIS_CONFIG
+    batch = run.batch_size if here else 1
+    measured = {kind: dict(result.measured) for kind, result in run.results.items()} if here else {}
+    xs = sorted(set(context_lengths(config.context_length)) | {t for m in measured.values() for t in m})
+    series = bytes_series(config, xs, batch)
+    for kind, found in measured.items():
+        series[f"{kind} measured"] = [float(found[t]) if t in found else None for t in xs]
+    figure = figures.line_chart(
+        xs,
+        series,
+        title=f"KV cache of {config.name}: bytes against tokens",
+        x_title="tokens in the cache (context length)",
+        y_title="bytes",
+        log_x=True,
+        log_y=True,
+        presenter=presenter,
+    )
+    caption = (
+        f"batch {batch} × tokens × {config.n_layers} layer{'s' * (config.n_layers != 1)} × numbers per token and "
+        f"layer × {_itemsize(config)} bytes ({config.dtype}). Log axes: every variant but SWA is a straight line of "
+        "slope 1; SWA flattens once the window is full."
+        + (" Rings: this process's modules, their caches measured after a prefill of that many tokens." if here else "")
+    )
+    return Panel("variants_bytes", "KV-cache bytes against the context length", caption, figure)
+
+
+def _itemsize(config: CacheConfig) -> int:
+    return {"float32": 4, "bfloat16": 2, "float16": 2}.get(config.dtype, 1)
+
+
+def bytes_table(choice: str, run: VariantsRun) -> list[dict]:
+    """Each variant's cache at the config's full context, and its share of MHA's."""
+    config = config_for(choice, run)
+    batch = run.batch_size if choice == THIS_CONFIG else 1
+    tokens = config.context_length
+    mha = config.bytes_of("MHA", tokens, batch=batch)
+    return [
+        {
+            "variant": f"{kind} ({NAMES[kind]})"
+            + (" · its own" if kind == config.own and choice != THIS_CONFIG else ""),
+            "cached per token and layer": _per_token(config, kind),
+            f"bytes at {tokens:,} tokens": human_bytes(config.bytes_of(kind, tokens, batch=batch)),
+            "of MHA's": f"{config.bytes_of(kind, tokens, batch=batch) / mha:.1%}",
+        }
+        for kind in VARIANTS
+    ]
+
+
+def preset_text(choice: str, run: VariantsRun) -> str:
+    """Where the chosen config's numbers come from (markdown)."""
+    if choice == THIS_CONFIG:
+        spec = run.spec
+        return (
+            f"This module: d_out = {spec.d_out}, {spec.num_heads} heads of {spec.head_dim}, num_kv_groups = "
+            f"{spec.num_kv_groups}, latent {spec.latent_dim}, window {spec.window}, one layer, float32, batch "
+            f"{run.batch_size}, up to its context_length {spec.context_length}."
+        )
+    config = PRESETS[choice]
+    return (
+        f"**{config.name}**: {config.n_layers} layers, {config.n_heads} query heads of {config.head_dim}, "
+        f"{config.n_kv_heads} K/V heads, latent {config.latent_dim}, window {config.window}"
+        f"{f' on {config.pattern[0]} of every {sum(config.pattern)} layers' if config.pattern != (1, 0) else ''}, "
+        f"{config.dtype}. Source: {config.source}"
+    )
+
+
+BOOK_FIGURES = (
+    "The formula is the book's (rasbt/LLMs-from-scratch, ch04/04_gqa, 05_mla, 06_swa): its GQA estimator prints "
+    "MHA 17.18 GB and GQA 4.29 GB for emb_dim 4096, 32 heads, 32 layers, 32,768 tokens, bfloat16, with 8 K/V heads "
+    "(its `n_kv_groups 4` counts query heads per K/V head, where its `GroupedQueryAttention(num_kv_groups=...)` counts "
+    "K/V heads); this project's tests reproduce those figures."
+)

@@ -1,0 +1,155 @@
+"""Attention variants: a KV cache, grouped-query and multi-query, latent and sliding-window attention.
+
+Five modules built from the sidebar's shape and seed (explorer.glue.variants_cache, mha_core.variant_runs), drawn by
+explorer.views.attention_variants: which key/value head each query head reads, the KV cache's bytes against the
+context length for this module and named models, and decoding one token at a time with the cache.
+"""
+
+from dataclasses import replace
+
+import streamlit as st
+
+from explorer.glue import boundary, caches, sidebar, teaching_cache, url, variants_cache
+from explorer.views import attention_variants, attention_variants_decoding
+
+st.set_page_config(page_title="Attention variants · Multi-Head Attention Explorer", page_icon="🔀", layout="wide")
+
+SECTIONS = {
+    "heads": "1. Heads and the K/V heads they share",
+    "bytes": "2. KV-cache bytes",
+    "decode": "3. Decoding with the cache",
+}
+
+
+def main() -> None:
+    presenter = sidebar.presenter_toggle()
+    settings = sidebar.settings_sidebar(fields=sidebar.VARIANT_FIELDS)
+    # the variants run in float32 and eval mode whatever the sidebar's dtype and train mode: fitted as they run
+    fitted = caches.fit_page(replace(settings, dtype="float32", train=False), "variants")
+    groups, latent, window = variant_controls(fitted)
+    state = st.session_state
+
+    st.title("Attention variants")
+    section = sidebar.section_choice("section", SECTIONS, default="heads")
+    seed_page_params()
+    url.show_notices()
+    if not presenter:
+        st.markdown(
+            "Today's models build attention from Listing 3.5 with a few changes, each to shrink the **KV cache**: "
+            "the keys and values a model keeps while it generates, so that each new token computes only its own. "
+            "**GQA** lets groups of query heads share key/value heads (Llama 3, Qwen3, Gemma 3); **MQA** is its "
+            "one-group end; **MLA** caches one narrow latent per token and rebuilds keys and values from it "
+            "(DeepSeek V2–V3); **SWA** lets each token see only the last few (Gemma 3, Mistral). Named as in the "
+            "book's bonus code, rasbt/LLMs-from-scratch ch04/03_kv-cache, 04_gqa, 05_mla and 06_swa."
+        )
+    tabs = dict(zip(SECTIONS, sidebar.section_tabs("section", SECTIONS, section), strict=True))
+    with tabs[section]:
+        {"heads": heads_section, "bytes": bytes_section, "decode": decode_section}[section](
+            fitted, (groups, latent, window), presenter
+        )
+    url.sync_url(
+        settings,
+        section=section,
+        kv_groups=groups,
+        latent=latent,
+        window=window,
+        variant=state.var_kind,
+        config=state.var_config,
+        source=state.var_source,
+        new_tokens=int(state.var_new_tokens),
+        step=int(state.var_step),
+    )
+
+
+def variant_controls(fitted) -> tuple[int, int, int]:
+    """The sidebar's num_kv_groups, latent width and window (seeded from the URL); their values."""
+    groups, latent, window = variants_cache.page_params(fitted)
+    st.sidebar.header("Variants")
+    st.sidebar.select_slider(
+        "num_kv_groups (GQA)",
+        variants_cache.divisors(fitted.num_heads),
+        key="var_kv_groups",
+        help="Key/value heads; each is shared by num_heads / num_kv_groups query heads. 1 is multi-query attention.",
+    )
+    st.sidebar.number_input(
+        "latent width (MLA)",
+        1,
+        variants_cache.MAX_LATENT,
+        key="var_latent",
+        help="Numbers cached per token; keys and values are rebuilt from them.",
+    )
+    sidebar.range_slider_or_fixed(
+        st.sidebar,
+        "window (SWA)",
+        1,
+        fitted.context_length,
+        key="var_window",
+        help="Each query sees itself and the window − 1 keys before it.",
+    )
+    state = st.session_state
+    return int(state.var_kv_groups), int(state.var_latent), int(state.var_window)
+
+
+def seed_page_params() -> None:
+    """Every section's own URL values, read once into the widgets' state (clamped, with notices) before the notices
+    are shown: the other sections keep theirs in the URL."""
+    seed_choice, seed_int = teaching_cache.seed_choice, teaching_cache.seed_int
+    seed_choice("var_kind", "variant", "GQA", variants_cache.VARIANT_KINDS)
+    seed_choice("var_config", "config", variants_cache.CONFIG_CHOICES[0], variants_cache.CONFIG_CHOICES)
+    seed_choice("var_source", "source", "gpt", tuple(variants_cache.SOURCES))
+    seed_int("var_new_tokens", "new_tokens", 24, 1, variants_cache.MAX_NEW_TOKENS)
+    seed_int("var_step", "step", 1, 0, variants_cache.MAX_NEW_TOKENS)
+
+
+def show_panels(panels, presenter: bool) -> None:
+    for panel in panels:
+        boundary.show_figure(panel, bare=presenter)
+
+
+def heads_section(settings, params, presenter: bool) -> None:
+    kind = st.radio("variant", variants_cache.VARIANT_KINDS, key="var_kind", horizontal=True)
+    panels, table = variants_cache.heads_view(settings, *params, kind, 0, presenter)
+    show_panels(panels, presenter)
+    st.subheader("Parameters and KV cache per variant, for these settings")
+    boundary.show_table(table, presenter=presenter, key="var_table")
+    st.caption(
+        f"Computed from the five modules: parameters counted on them, the cache measured on their tensors after "
+        f"a prefill of all {settings.num_tokens} tokens (batch {settings.batch_size}, float32), beside the formula."
+    )
+
+
+def bytes_section(settings, params, presenter: bool) -> None:
+    choice = st.selectbox("config", variants_cache.CONFIG_CHOICES, key="var_config")
+    panel, table, text = variants_cache.bytes_view(settings, *params, choice, presenter)
+    st.markdown(text)
+    boundary.show_figure(panel, bare=presenter)
+    boundary.show_table(table, presenter=presenter, key="var_bytes_table")
+    if not presenter:
+        st.caption(attention_variants.BOOK_FIGURES)
+
+
+def decode_section(settings, params, presenter: bool) -> None:
+    source = st.radio(
+        "decode with",
+        tuple(variants_cache.SOURCES),
+        key="var_source",
+        format_func=variants_cache.SOURCES.get,
+        horizontal=True,
+    )
+    kind = st.radio("variant", variants_cache.VARIANT_KINDS, key="var_kind", horizontal=True, disabled=source == "gpt")
+    absent = variants_cache.gpt_absent_reason() if source == "gpt" else ""
+    if absent:
+        st.info(f"{absent} Decoding the chosen variant instead.")
+        source = "variant"
+    new_tokens = st.session_state.var_new_tokens
+    if source == "gpt":
+        st.slider("new tokens", 1, variants_cache.MAX_NEW_TOKENS, key="var_new_tokens")
+    step = st.session_state.var_step
+    view = variants_cache.decoding_view(settings, *params, source, kind, int(new_tokens), int(step), presenter)
+    st.session_state.var_step = min(int(step), view.calls - 1)  # fewer calls than the link's step: the last
+    sidebar.range_slider_or_fixed(st, "call shown", 0, view.calls - 1, key="var_step")
+    st.markdown(attention_variants_decoding.decoding_summary(view))
+    show_panels(view.panels, presenter)
+
+
+boundary.run_page(main)

@@ -1,0 +1,85 @@
+"""Issue 33: the Attention variants page through AppTest: its sections, its own URL values clamped with a notice,
+and numbers that come from the modules (the table's measured caches equal the formula)."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.glue import variants_cache
+from mha_core.kv_memory import PRESETS
+
+from ..apptest_helpers import charts, check_page, open_page
+
+PAGE = "pages/9_Attention_variants.py"
+
+
+def table_rows(at) -> list[dict]:
+    frame = at.dataframe[0].value
+    return frame.to_dict("records")
+
+
+def test_the_heads_section_draws_groups_weights_and_k_v_and_a_table_from_the_modules():
+    at = open_page(PAGE, {"num_heads": "4", "d_out": "16", "kv_groups": "2", "variant": "GQA"})
+    check_page(at, [], "heads")
+    drawn = charts(at)
+    assert {"variants_groups", "variants_weights", "variants_keys", "variants_values"} <= set(drawn)
+    strip = drawn["variants_groups"]["data"][0]
+    assert strip["z"] == [[0, 0, 1, 1]]  # 4 query heads, 2 K/V heads, in a row
+    rows = {row["variant"].split()[0]: row for row in table_rows(at)}
+    assert [rows[k]["K/V heads"] for k in ("MHA", "GQA", "MQA")] == [4, 2, 1]
+    assert all(row["same"] for row in rows.values())
+    assert rows["GQA"]["parameters"] < rows["MHA"]["parameters"]
+    assert rows["MHA"]["measured"] == 2 * 2 * 6 * 16 * 4  # K,V × batch 2 × 6 tokens × d_out 16 × float32
+
+
+def test_mla_shows_its_latent():
+    at = open_page(PAGE, {"variant": "MLA", "latent": "3"})
+    check_page(at, [], "mla")
+    assert "variants_latent" in charts(at)
+
+
+@pytest.mark.parametrize(
+    ("query", "notice"),
+    [
+        ({"num_heads": "4", "d_out": "16", "kv_groups": "3"}, "kv_groups=3 does not divide num_heads=4; using 2."),
+        ({"latent": "0"}, "latent=`0` is outside 1–512; using 1."),
+        ({"window": "99999"}, "window=`99999` is outside 1–6; using 6."),
+        ({"window": "<script>"}, "is not a whole number"),
+        ({"section": "decode", "new_tokens": "1e9"}, "new_tokens=`1e9` is not a whole number"),
+        ({"variant": "XQA"}, "is not one of"),
+        ({"section": "bytes", "config": "GPT-5"}, "is not one of"),
+    ],
+)
+def test_hostile_page_values_are_clamped_with_a_notice(query, notice):
+    at = open_page(PAGE, query)
+    check_page(at, list(query.values()), str(query))
+    assert any(notice in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+@pytest.mark.parametrize("choice", variants_cache.CONFIG_CHOICES)
+def test_the_bytes_section_cites_each_config_and_draws_log_axes(choice):
+    at = open_page(PAGE, {"section": "bytes", "config": choice})
+    check_page(at, [], choice)
+    figure = charts(at)["variants_bytes"]
+    assert figure["layout"]["xaxis"]["type"] == "log" and figure["layout"]["yaxis"]["type"] == "log"
+    names = [trace["name"] for trace in figure["data"]]
+    assert all(any(name.startswith(kind) for name in names) for kind in ("MHA", "GQA", "MQA", "MLA", "SWA"))
+    text = " ".join(m.value for m in at.markdown)
+    if choice != variants_cache.CONFIG_CHOICES[0]:
+        assert f"Source: {PRESETS[choice].source[:60]}" in text
+
+
+@pytest.mark.parametrize("source", ["gpt", "variant"])
+def test_the_decode_section_stacks_calls_and_shows_the_bottom_right_mask(source):
+    at = open_page(PAGE, {"section": "decode", "source": source, "variant": "SWA", "window": "2", "new_tokens": "8"})
+    check_page(at, [], source)
+    drawn = charts(at)
+    assert {"decode_stacked", "decode_rows", "decode_mask", "decode_growth", "decode_time"} <= set(drawn)
+    summary = " ".join(m.value for m in at.markdown)
+    assert "with the cache" in summary and "uncached forward's within" in summary
+    growth = drawn["decode_growth"]["data"][0]["y"]
+    tokens = [int(v) for v in growth]
+    if source == "gpt":
+        assert tokens == list(range(tokens[0], tokens[0] + 9))  # the prompt, then one token per call, 8 calls
+    else:
+        assert tokens[0] == 1 and tokens[-1] == 6  # the book's six tokens, one at a time
