@@ -19,7 +19,8 @@ Five of them, all because a Streamlit server is one process whose sessions are t
    instead of 12 (the failed try costs more than it saves). In a server that leak was most of what idle RSS kept
    after a class.
 4. A browser's ``clear_cache`` message is refused (``refuse_browser_cache_clear``), and widget states of the wrong
-   kind are dropped before Streamlit parses them (``refuse_mistyped_widget_states``).
+   kind are dropped before Streamlit parses them, and the others are put inside their widget's choices and range
+   by the settings' strict parsers, with a notice (``refuse_mistyped_widget_states``, ``widget_guard``).
 5. The plotly.js that the charts load is copied into the app's static folder (``chart.serve_plotly_js``).
 
 A Streamlit server is one Python process whose sessions are threads, on at most 2 CPUs here and on Community Cloud.
@@ -44,7 +45,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.state.session_state import SessionState
 
-from . import chart
+from . import chart, widget_guard
 
 log = logging.getLogger("mha_explorer")
 INTRA_OP_THREADS = 1
@@ -129,13 +130,15 @@ def refuse_mistyped_widget_states() -> None:
 
     def on_script_will_rerun(self, fresh_widget_states=None, **kwargs):
         if fresh_widget_states is not None:
-            fresh_widget_states, dropped = well_typed(fresh_widget_states, self._new_widget_state.widget_metadata)
-            if dropped:
-                log.warning("dropped widget states of the wrong kind: %s", dropped)
+            metadata = self._new_widget_state.widget_metadata
+            fresh_widget_states, dropped = well_typed(fresh_widget_states, metadata)
+            messages = [MISTYPED_NOTICE.format(keys=", ".join(dropped))] if dropped else []
+            messages += widget_guard.check_states(fresh_widget_states, metadata)  # choices and ranges, as URLs
+            if messages:
+                log.warning("corrected widget states: %s", messages)
                 with contextlib.suppress(Exception):
                     notices = list(self._new_session_state.get("page_notices", []))
-                    message = MISTYPED_NOTICE.format(keys=", ".join(dropped))
-                    self._new_session_state["page_notices"] = [*notices, message]
+                    self._new_session_state["page_notices"] = [*notices, *messages]
         return original(self, fresh_widget_states, **kwargs)
 
     on_script_will_rerun.refused = True

@@ -99,6 +99,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 REAL_MODELS = ("own", "gpt2")
 # ASCII digits only: ``\d`` and ``str.isdigit`` also accept other scripts' digits (``٣``, ``²``).
 _INT_PATTERN = re.compile(r"[+-]?[0-9]{1,12}")
+_LONG_INT_PATTERN = re.compile(r"[+-]?0*[1-9][0-9]{12,}")
 _FLOAT_PATTERN = re.compile(r"[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,4})?")
 KNOWN_DEVICES = ("cpu", "cuda", "mps")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -119,6 +120,9 @@ def parse_int(name: str, raw: object, default: int, low: int, high: int) -> tupl
     notice, and a number outside [low, high] is clamped with a notice.
     """
     text = str(raw).strip()
+    if _LONG_INT_PATTERN.fullmatch(text):  # more digits than any range here: clamped, without parsing all of them
+        clamped = low if text.startswith("-") else high
+        return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
     if not _INT_PATTERN.fullmatch(text):
         return default, f"{name}={quote(raw)} is not a whole number; using {default}."
     value = int(text)
@@ -133,7 +137,8 @@ def parse_choice(name: str, raw: object, default: str, choices) -> tuple[str, st
     choices = [str(c) for c in choices]
     if isinstance(raw, str) and raw in choices:
         return raw, None
-    return default, f"{name}={quote(raw)} is not one of {', '.join(choices)}; using {default}."
+    listed = ", ".join(choices) if len(choices) <= 8 else f"its {len(choices)} choices"
+    return default, f"{name}={quote(raw)} is not one of {listed}; using {default}."
 
 
 def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
@@ -141,22 +146,33 @@ def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
     value, notice = parse_int(name, raw, getattr(DEFAULTS, name), low, high)
     if notice is not None:
         notices.append(notice)
-    return value if _INT_PATTERN.fullmatch(str(raw).strip()) else None  # None: keep the base settings' value
+    number = _INT_PATTERN.fullmatch(str(raw).strip()) or _LONG_INT_PATTERN.fullmatch(str(raw).strip())
+    return value if number else None  # None: keep the base settings' value
+
+
+def parse_float(name: str, raw: object, default: float, low: float, high: float) -> tuple[float, str | None]:
+    """The one strict decimal parser: (value rounded to 2 places, notice or None); never raises.
+
+    Anything but a plain finite decimal gives ``default`` with a notice; a number outside [low, high] is clamped.
+    """
+    text = str(raw).strip()
+    if not _FLOAT_PATTERN.fullmatch(text):
+        return default, f"{name}={quote(raw)} is not a number; using {default}."
+    value = float(text)
+    if not math.isfinite(value):
+        return default, f"{name}={quote(raw)} is not a finite number; using {default}."
+    if not low <= value <= high:
+        clamped = min(max(value, low), high)
+        return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
+    return round(value, 2), None
 
 
 def _parse_float(name: str, raw: str, low: float, high: float, notices: list[str]) -> float | None:
-    if not _FLOAT_PATTERN.fullmatch(raw.strip()):
-        notices.append(f"{name}={quote(raw)} is not a number; using {getattr(DEFAULTS, name)}.")
-        return None
-    value = float(raw.strip())
-    if not math.isfinite(value):
-        notices.append(f"{name}={quote(raw)} is not a finite number; using {getattr(DEFAULTS, name)}.")
-        return None
-    if not low <= value <= high:
-        clamped = min(max(value, low), high)
-        notices.append(f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}.")
-        return clamped
-    return round(value, 2)
+    value, notice = parse_float(name, raw, getattr(DEFAULTS, name), low, high)
+    if notice is not None:
+        notices.append(notice)
+    bad = notice is not None and "is outside" not in notice
+    return None if bad else value  # None: keep the base settings' value
 
 
 def _parse_bool(name: str, raw: str, notices: list[str]) -> bool | None:
