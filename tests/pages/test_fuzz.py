@@ -48,7 +48,7 @@ from ..apptest_helpers import (
 )
 
 _PARAM_PATTERNS = [
-    re.compile(r"url_(?:int|choice)\(\s*f?[\"']([A-Za-z_]\w*)"),
+    re.compile(r"url_(?:int|choice|int_or_none)\(\s*f?[\"']([A-Za-z_]\w*)"),
     re.compile(r"seed_(?:int|choice)\(\s*f?[\"'][^\"']*[\"']\s*,\s*f?[\"']([A-Za-z_]\w*)"),
 ]
 

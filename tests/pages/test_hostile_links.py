@@ -199,12 +199,13 @@ def test_training_stops_at_its_time_budget():
 # --- real-model links (?model=&layer=&head=&text=) -------------------------------------------------------------
 
 REAL_LINK_PAGES = ("app.py", "pages/7_Follow_a_token.py", "pages/8_Real_heads.py")
-EXPLORERS = REAL_LINK_PAGES[:2]  # the pages that trace one layer: a bad ?layer= is their news, not Real heads'
+# A bad ?layer= is every page's news: Real heads opens its "Open any head" box on the link's layer.head (it ignored
+# ``/Real_heads?model=own&layer=5&head=77`` without a word).
 HOSTILE_REAL = [  # (query, what the notice says, the pages that say it)
     ({"model": "<script>alert(1)</script>", "layer": "0"}, "is not one of own, gpt2; using own", REAL_LINK_PAGES),
-    ({"model": "own", "layer": "-1"}, "layer=`-1` is outside", EXPLORERS),
-    ({"model": "own", "layer": "99"}, "does not exist in the shipped model", EXPLORERS),
-    ({"model": "own", "layer": "1e309"}, "is not a whole number", EXPLORERS),
+    ({"model": "own", "layer": "-1"}, "layer=`-1` is outside", REAL_LINK_PAGES),
+    ({"model": "own", "layer": "99"}, "does not exist in the shipped model", REAL_LINK_PAGES),
+    ({"model": "own", "layer": "1e309"}, "is not a whole number", REAL_LINK_PAGES),
     ({"model": "own", "text": ""}, "has no tokens; using the book's sentence", REAL_LINK_PAGES),
     ({"model": "own", "text": "word " * 400}, "tokens long", REAL_LINK_PAGES),
     ({"model": "gpt2", "layer": "3"}, "GPT-2 stays in memory once loaded", REAL_LINK_PAGES),
@@ -222,6 +223,15 @@ def test_hostile_real_model_links_are_clamped_with_a_notice(page, query, said, p
     assert (said in shown) == (page in pages), f"{page}?{query}: {shown[:500]}"
     settings = at.session_state.settings
     assert settings.model in ("own", "") and settings.layer >= 0 and settings.num_tokens <= 64
+
+
+def test_real_heads_says_what_it_changed_in_a_head_link():
+    at = open_page("pages/8_Real_heads.py", {"model": "own", "layer": "5", "head": "77"})
+    check_page(at, [], "Real heads?layer=5&head=77")
+    warnings = [w.value for w in at.warning]
+    assert "layer=5 does not exist in the shipped model (layers 0–1); using 1." in warnings, warnings
+    assert "head=`77` is outside 0–3; using 3." in warnings, warnings
+    assert at.selectbox(key="w_rh_head").value == "1.3"  # the link's head, clamped, is the one offered to open
 
 
 def test_a_real_model_link_survives_its_rerun_and_a_page_switch():
