@@ -111,19 +111,21 @@ def gpt2_no_room() -> str:
     """Why GPT-2 cannot stay in this server's memory beside a class's pages, or "" when it can.
 
     Loaded, GPT-2 stays (bfloat16, once per process), so it must fit beside a warm server, full caches and one
-    heavy job: budget.resident_room(). On Community Cloud's smallest app (690 MB) it does not."""
+    heavy job: budget.resident_room(). On Community Cloud's smallest app (690 MB) it does not; the notice says where
+    the server's memory was read (budget.server_memory)."""
     api = _gpt2_api()
     if api is None:
         return ""
     kept, room = api.gpt2_bytes(TOKEN_CAP["gpt2"]).kept, budget.resident_room()
     if kept <= room:
         return ""
-    least = budget.server_bytes() - room + kept
+    server, source = budget.server_memory()
+    least = server - room + kept
     return (
         f"GPT-2 stays in memory once loaded ({kept / MB:.0f} MB in bfloat16), and this server's "
-        f"{budget.server_bytes() / MB:.0f} MB leave {max(room, 0) / MB:.0f} MB beside a class's pages and one heavy "
-        f"run: it is offered on a server with at least {least / MB:.0f} MB (a larger Community Cloud app, or "
-        "MHA_SERVER_MB where the machine has the memory)."
+        f"{server / MB:.0f} MB leave {max(room, 0) / MB:.0f} MB beside a class's pages and one heavy "
+        f"run (its {server / MB:.0f} MB: {source}): it is offered on a server with at least {least / MB:.0f} MB "
+        "(a larger Community Cloud app, or MHA_SERVER_MB where the machine has the memory)."
     )
 
 
