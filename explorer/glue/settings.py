@@ -8,8 +8,6 @@ as HTML or markdown.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -20,6 +18,7 @@ from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
 from mha_core.tasks import TASKS
 
 from . import budget
+from .strict import INT_PATTERN, LONG_INT_PATTERN, parse_choice, parse_float, parse_int, quote
 from .trained_link import format_trained_spec, parse_trained_spec
 
 MAX_HEADS = 16
@@ -97,48 +96,8 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "layer": (0, 47),  # the model's own layer count clamps it further (real_fit)
 }
 REAL_MODELS = ("own", "gpt2")
-# ASCII digits only: ``\d`` and ``str.isdigit`` also accept other scripts' digits (``٣``, ``²``).
-_INT_PATTERN = re.compile(r"[+-]?[0-9]{1,12}")
-_LONG_INT_PATTERN = re.compile(r"[+-]?0*[1-9][0-9]{12,}")
-_FLOAT_PATTERN = re.compile(r"[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,4})?")
 KNOWN_DEVICES = ("cpu", "cuda", "mps")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-def quote(value: object, limit: int = 40) -> str:
-    """User text made safe to show in a notice: a code span, truncated, no backticks or newlines."""
-    text = str(value)
-    text = text if len(text) <= limit else text[:limit] + "…"
-    text = re.sub(r"[`\r\n\t]", " ", text)
-    return f"`{text}`" if text.strip() else "`(empty)`"
-
-
-def parse_int(name: str, raw: object, default: int, low: int, high: int) -> tuple[int, str | None]:
-    """The one strict integer parser for URL values: (value, notice or None); never raises.
-
-    Only ``[+-]?[0-9]{1,12}`` after trimming spaces is a number; anything else gives ``default`` with a
-    notice, and a number outside [low, high] is clamped with a notice.
-    """
-    text = str(raw).strip()
-    if _LONG_INT_PATTERN.fullmatch(text):  # more digits than any range here: clamped, without parsing all of them
-        clamped = low if text.startswith("-") else high
-        return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
-    if not _INT_PATTERN.fullmatch(text):
-        return default, f"{name}={quote(raw)} is not a whole number; using {default}."
-    value = int(text)
-    if not low <= value <= high:
-        clamped = min(max(value, low), high)
-        return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
-    return value, None
-
-
-def parse_choice(name: str, raw: object, default: str, choices) -> tuple[str, str | None]:
-    """The one strict choice parser: the value if it is exactly one of ``choices``, else the default, with a notice."""
-    choices = [str(c) for c in choices]
-    if isinstance(raw, str) and raw in choices:
-        return raw, None
-    listed = ", ".join(choices) if len(choices) <= 8 else f"its {len(choices)} choices"
-    return default, f"{name}={quote(raw)} is not one of {listed}; using {default}."
 
 
 def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
@@ -146,25 +105,8 @@ def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
     value, notice = parse_int(name, raw, getattr(DEFAULTS, name), low, high)
     if notice is not None:
         notices.append(notice)
-    number = _INT_PATTERN.fullmatch(str(raw).strip()) or _LONG_INT_PATTERN.fullmatch(str(raw).strip())
+    number = INT_PATTERN.fullmatch(str(raw).strip()) or LONG_INT_PATTERN.fullmatch(str(raw).strip())
     return value if number else None  # None: keep the base settings' value
-
-
-def parse_float(name: str, raw: object, default: float, low: float, high: float) -> tuple[float, str | None]:
-    """The one strict decimal parser: (value rounded to 2 places, notice or None); never raises.
-
-    Anything but a plain finite decimal gives ``default`` with a notice; a number outside [low, high] is clamped.
-    """
-    text = str(raw).strip()
-    if not _FLOAT_PATTERN.fullmatch(text):
-        return default, f"{name}={quote(raw)} is not a number; using {default}."
-    value = float(text)
-    if not math.isfinite(value):
-        return default, f"{name}={quote(raw)} is not a finite number; using {default}."
-    if not low <= value <= high:
-        clamped = min(max(value, low), high)
-        return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
-    return round(value, 2), None
 
 
 def _parse_float(name: str, raw: str, low: float, high: float, notices: list[str]) -> float | None:
