@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def app_url():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     log = ROOT / "artifacts" / "streamlit-browser-test.log"
-    # A server that does not come up raises, naming its log: the tests error, they are never skipped.
-    with StreamlitServer(extra_args=["--server.fileWatcherType=none"], log_path=log, start_timeout=60) as server:
+    # A server that does not come up raises, naming its log: the tests error, they are never skipped. 60 s was too
+    # short with both cores busy (load 15 here: torch's import alone took most of it); a healthy server is seconds.
+    with StreamlitServer(extra_args=["--server.fileWatcherType=none"], log_path=log, start_timeout=240) as server:
         yield server.url
 
 
