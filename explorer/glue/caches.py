@@ -334,28 +334,36 @@ def real_model_label(settings: Settings) -> str:
 
 
 def npz_offered(settings: Settings) -> bool:
-    """The .npz download is offered when making it fits the one budget."""
-    return budget.fits("npz", settings)
+    """The .npz download is offered when making it fits the one budget and the file fits what the caches may hold
+    while it waits to be fetched (``downloads.MAX_HELD_BYTES``, within ``TOTAL_BYTES``)."""
+    return budget.fits("npz", settings) and npz_file_bytes(settings) <= downloads.MAX_HELD_BYTES
 
 
 def npz_download(settings: Settings):
     """A callable for st.download_button: the whole trace as .npz, made only on click, through the gate, and held
     (within the caches' bytes) only until it is sent (``downloads``).
 
-    The callable keeps nothing: Streamlit calls it again for a second click, and stores a file by its content.
+    The button's request sent again before the file is fetched (a hand-made loop) gets the same bytes, made once;
+    the callable keeps only their identity, so a sent file is not kept alive by a tab that still shows the button.
     """
+    made: list[int | None] = [None]  # id() of the file while downloads.HELD holds it
+    lock = threading.Lock()
+
+    def build() -> bytes:
+        module, x, labels = module_and_input(settings)
+        trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+        return runs.trace_npz(trace, labels)
 
     def make() -> bytes:
-        def build() -> bytes:
-            module, x, labels = module_and_input(settings)
-            trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
-            return runs.trace_npz(trace, labels)
-
-        need = budget.need_bytes("npz", settings)
-        label = f"{budget.PAGE_NAMES['npz']} at about {need / MB:,.0f} MB"
-        data = downloads.make(label, need, build, expected_bytes=npz_file_bytes(settings))
-        _REGISTRY.enforce_total()  # cached views make room for the held file
-        return data
+        with lock:
+            data = downloads.HELD.get(made[0])
+            if data is None:
+                need = budget.need_bytes("npz", settings)
+                label = f"{budget.PAGE_NAMES['npz']} at about {need / MB:,.0f} MB"
+                data = downloads.make(label, need, build, expected_bytes=npz_file_bytes(settings))
+                made[0] = id(data)
+                _REGISTRY.enforce_total()  # cached views make room for the held file
+            return data
 
     return make
 

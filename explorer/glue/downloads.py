@@ -73,6 +73,12 @@ class HeldFiles:
             self._drop(id(data))
             return True
 
+    def get(self, key: int | None) -> bytes | None:
+        """The held file whose identity is ``key`` (``id(data)``), or None once it is sent or dropped."""
+        with self._cond:
+            entry = self._files.get(key) if key is not None else None
+            return entry[0] if entry is not None else None
+
     def holds(self, data: object) -> bool:
         with self._cond:
             entry = self._files.get(id(data))

@@ -8,6 +8,7 @@ that each pressed "Download the trace" at 16 heads × 256 tokens held 825 MB.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 from streamlit.runtime.media_file_storage import MediaFileKind, MediaFileStorageError
@@ -43,9 +44,12 @@ def test_the_npz_is_made_through_the_gate_and_counted_until_sent(held, monkeypat
     assert admitted and admitted[0][1] == caches.budget.need_bytes("npz", HEAVY)
     assert held.bytes == len(data) and held.holds(data)
     assert caches.total_bytes() >= len(data)  # in the caches' one total
+    assert make() is data and len(admitted) == 1  # asked again before it is fetched: the same file, made once
     assert not [cell for cell in make.__closure__ or () if isinstance(cell.cell_contents, bytes)]  # keeps no copy
     assert downloads.sent(data) and held.bytes == 0 and not held.holds(data)
     assert not downloads.sent(data)  # once
+    again = make()  # a click after it was sent: made afresh
+    assert again is not data and again == data and len(admitted) == 2 and held.holds(again)
 
 
 def test_a_new_file_waits_while_the_held_ones_fill_their_budget(held):
@@ -89,3 +93,14 @@ def test_a_file_never_fetched_is_let_go_when_streamlit_drops_it(held):
     file_id = storage.load_and_get_id(data, "application/octet-stream", MediaFileKind.DOWNLOADABLE, "x.npz")
     storage.delete_file(file_id)  # the tab closed: Streamlit's clean-up
     assert not held.holds(data) and held.bytes == 0
+
+
+def test_the_offered_npz_fits_what_the_caches_may_hold_while_it_waits():
+    """The memory promise (WARM + CACHE + 1.25 × JOB ≤ 690 MB) holds with a file waiting: it is within CACHE."""
+    issue_link = Settings(num_heads=16, d_out=256, num_tokens=256, batch_size=1, d_in=64, input="random")
+    assert caches.npz_offered(issue_link)  # the issue's 16 heads × 256 tokens is still offered
+    assert downloads.MAX_HELD_BYTES <= caches.TOTAL_BYTES
+    bigger = Settings(num_heads=16, d_out=256, num_tokens=512, context_length=512, d_in=64, batch_size=1)
+    bigger = replace(bigger, input="random")
+    assert caches.budget.fits("npz", bigger)  # making it fits one job, but its 65 MB file would not wait within CACHE
+    assert caches.npz_file_bytes(bigger) > downloads.MAX_HELD_BYTES and not caches.npz_offered(bigger)
