@@ -20,6 +20,7 @@ from . import settings as cfg
 
 _INT_TYPES = {SliderProto.INT}  # NumberInput's INT is the same number (1) as the slider's
 _NUMBER_FIELDS = ("int_value", "double_value")
+_UNBOUNDED = 2**53  # the widest integer a browser's number keeps exactly
 
 
 def widget_name(widget_id: str) -> str:
@@ -43,7 +44,8 @@ def _choice(name: str, raw: str, serde) -> tuple[str, str | None]:
 
 def _number(name: str, raw: float, serde, default: object) -> tuple[float, str | None]:
     """A number inside the widget's [min, max], parsed as the URL's numbers are."""
-    low, high = serde.min_value, serde.max_value
+    low = serde.min_value if serde.min_value is not None else -_UNBOUNDED  # a number_input without bounds
+    high = serde.max_value if serde.max_value is not None else _UNBOUNDED
     if serde.data_type in _INT_TYPES:
         text = str(int(raw)) if isinstance(raw, float) and math.isfinite(raw) and raw.is_integer() else str(raw)
         fallback = int(default) if isinstance(default, (int, float)) and low <= default <= high else int(low)
