@@ -17,10 +17,12 @@ from mha_core.profiling import attention_cells
 from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
 from mha_core.tasks import TASKS
 
-from . import budget
-from .strict import INT_PATTERN, LONG_INT_PATTERN, parse_choice, parse_float, parse_int, quote
+from . import budget, strict
+from .strict import INT_PATTERN, LONG_INT_PATTERN
 from .trained_link import format_trained_spec, parse_trained_spec
 
+# The one strict parser lives in strict.py (widget_guard parses widget values with it too); pages read it here.
+quote, parse_int, parse_choice, parse_float = strict.quote, strict.parse_int, strict.parse_choice, strict.parse_float
 MAX_HEADS = 16
 MAX_HEAD_DIM = 64
 MAX_D_IN = 1024
