@@ -29,7 +29,7 @@ def main() -> None:
         "query token", list(range(settings.num_tokens)), key="follow_token", format_func=lambda i: f"{i}: {labels[i]}"
     )
     token, batch_index = int(state.follow_token), int(state.follow_batch)
-    followed = url.url_int("head", -1, 0, settings.num_heads - 1) if "head" in st.query_params else None
+    followed = url.url_int_or_none("head", 0, settings.num_heads - 1, "no head is followed")
 
     st.title("Follow one token")
     if not presenter:
@@ -59,7 +59,7 @@ def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None
 def show_heads(view, token: int, presenter: bool, followed: int | None = None) -> None:
     """2. One token through each head: its row of every step, as a table per head; a followed head (``?head=``, from
     the Real heads page's links) first and open."""
-    st.header(f"Query {token}: “{view.label}”, head by head")
+    st.header(follow_a_token.heading(view))
     if not presenter:
         st.markdown(follow_a_token.heads_intro(view))
     opened = {followed} if followed is not None else {0, 1}

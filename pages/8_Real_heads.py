@@ -32,7 +32,7 @@ TARGET_QUERY = {"circuits": {"part": "circuits"}}  # a target's own parameters, 
 def main() -> None:
     presenter = sidebar.presenter_toggle()
     settings = first_visit(url.current_settings())
-    st.session_state["_page_fields"] = ("text", "model", "device")  # the notices this page shows
+    st.session_state["_page_fields"] = ("text", "model", "layer", "device")  # the notices this page shows
     st.title("Real heads")
     if not presenter:
         st.markdown(
@@ -45,6 +45,7 @@ def main() -> None:
         text = choose_text(name)
     if name is not None:
         seed_knockout(name)  # before the notices: a bad ?ablate= is said with them
+        linked = linked_head(name)
     url.show_notices()
     if name is None:
         return
@@ -72,7 +73,7 @@ def main() -> None:
     figure(view.induction, presenter)
     st.markdown(real_heads.induction_sentence(*view.copy_losses, view.vocab_size))
     st.header("Open any head")
-    show_open_any(view, name, text)
+    show_open_any(view, name, text, linked)
     show_about(name)
     url.sync_url(st.session_state.settings, **ablation)
 
@@ -300,11 +301,19 @@ def show_composition(name: str, presenter: bool) -> None:
     figure(view.panel, presenter)
 
 
-def show_open_any(view, name: str, text: str) -> None:
-    """Any head: choose it, then open it."""
+def linked_head(name: str | None) -> tuple[int, int] | None:
+    """A link's ``?layer=&head=`` (the settings clamped the layer, with a notice): the head clamped likewise."""
+    if name is None or "head" not in st.query_params or "w_rh_head" in st.session_state:
+        return None
+    heads = real_models.facts(name).n_heads
+    return st.session_state.settings.layer, url.url_int("head", 0, 0, heads - 1)
+
+
+def show_open_any(view, name: str, text: str, linked: tuple[int, int] | None = None) -> None:
+    """Any head: choose it (a link's, else the strongest induction head), then open it."""
     num_layers, num_heads = view.strongest_shape
     choices = [f"L{layer} H{head}" for layer in range(num_layers) for head in range(num_heads)]
-    layer, head, _ = view.strongest["induction"]
+    layer, head = linked or view.strongest["induction"][:2]
     chosen = st.selectbox("open head", choices, key="w_rh_head", index=choices.index(f"L{layer} H{head}"))
     layer, head = (int(part[1:]) for part in chosen.split(" "))
     for column, target in zip(st.columns(3), ("explorer", "follow", "circuits"), strict=True):

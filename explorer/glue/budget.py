@@ -70,19 +70,76 @@ PAGE_NAMES = {
 }
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")  # where cgroup v2 (unified) or v1 (memory/) is mounted
+PROC_CGROUP = Path("/proc/self/cgroup")  # this process's cgroup under each hierarchy
+NO_LIMIT = 2**50  # v1 writes "no limit" as a huge number (9223372036854771712); v2 writes "max"
+
+
+def _read_limit(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and 0 < int(text) < NO_LIMIT else None
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per hierarchy: ``""`` for v2's unified one, ``"memory"`` for v1's memory one."""
+    found = {}
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(","):
+                found[controller] = parts[2].strip()
+    return found
+
+
+def _tightest(folder: Path, own: str, file: str) -> int | None:
+    """The smallest limit from this process's cgroup up to the root (a parent's limit binds its children too)."""
+    parts = [p for p in own.strip("/").split("/") if p and p != ".."]
+    limits = [_read_limit(folder.joinpath(*parts[:depth], file)) for depth in range(len(parts), -1, -1)]
+    found = [limit for limit in limits if limit is not None]
+    return min(found) if found else None
+
+
+def cgroup_limit() -> tuple[int, str] | None:
+    """(bytes, which file) of this process's cgroup memory limit, v2 (``memory.max``) or v1
+    (``memory.limit_in_bytes``); None where no limit is set or there are no cgroup files."""
+    own = _own_cgroups()
+    v2 = _tightest(CGROUP_ROOT, own.get("", "/"), "memory.max")
+    if v2 is not None:
+        return v2, "the container's memory limit (cgroup v2 memory.max)"
+    v1 = _tightest(CGROUP_ROOT / "memory", own.get("memory", "/"), "memory.limit_in_bytes")
+    if v1 is not None:
+        return v1, "the container's memory limit (cgroup v1 memory.limit_in_bytes)"
+    return None
+
+
+def server_memory() -> tuple[int, str]:
+    """(bytes this server may use, where that number comes from): ``MHA_SERVER_MB``, else this process's cgroup
+    memory limit (v2 or v1), else Community Cloud's smallest app, 690 MB. Read on every call (cheap): a test or a
+    deployment may change them."""
+    wanted = os.environ.get("MHA_SERVER_MB", "").strip()
+    if wanted.isdigit() and 0 < int(wanted) < NO_LIMIT // MB:
+        return int(wanted) * MB, "MHA_SERVER_MB"
+    limit = cgroup_limit()
+    if limit is not None:
+        return limit
+    return SMALLEST_SERVER_BYTES, "the 690 MB default (no MHA_SERVER_MB and no cgroup memory limit)"
+
+
 def server_bytes() -> int:
-    """The memory this server may use: ``MHA_SERVER_MB``, else the container's limit (cgroup), else 690 MB."""
-    wanted = os.environ.get("MHA_SERVER_MB", "")
-    if wanted.isdigit() and int(wanted) > 0:
-        return int(wanted) * MB
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            limit = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if limit.isdigit() and int(limit) < 2**40:  # "max" or a huge number: no limit set
-            return int(limit)
-    return SMALLEST_SERVER_BYTES
+    """The memory this server may use (``server_memory``)."""
+    return server_memory()[0]
+
+
+def server_source() -> str:
+    """Where ``server_bytes`` comes from, for a notice."""
+    return server_memory()[1]
 
 
 def resident_room() -> int:

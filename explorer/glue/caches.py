@@ -25,7 +25,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from mha_core import runs
 
 from ..views import attention_explorer
-from . import admission, budget
+from . import admission, budget, downloads
 from . import settings as cfg
 from .real_models import LABELS, explorer_input
 from .settings import Settings
@@ -151,14 +151,15 @@ class _Registry:
         return sum(cache.bytes for cache in self.caches)
 
     def enforce_total(self) -> None:
+        """Drop the oldest entry of the largest cache that can drop one (held downloads cannot) until within."""
         with self._lock:
             while self.total() > TOTAL_BYTES:
-                largest = max(self.caches, key=lambda cache: cache.bytes)
-                if not largest.pop_oldest():
+                if not any(cache.pop_oldest() for cache in sorted(self.caches, key=lambda c: -c.bytes)):
                     break
 
 
 _REGISTRY = _Registry()
+_REGISTRY.add(downloads.HELD)  # made files waiting to be sent count in TOTAL_BYTES: cached views make room for them
 
 
 def clear_all() -> None:
@@ -333,26 +334,42 @@ def real_model_label(settings: Settings) -> str:
 
 
 def npz_offered(settings: Settings) -> bool:
-    """The .npz download is offered when making it fits the one budget."""
-    return budget.fits("npz", settings)
+    """The .npz download is offered when making it fits the one budget and the file fits what the caches may hold
+    while it waits to be fetched (``downloads.MAX_HELD_BYTES``, within ``TOTAL_BYTES``)."""
+    return budget.fits("npz", settings) and npz_file_bytes(settings) <= downloads.MAX_HELD_BYTES
 
 
 def npz_download(settings: Settings):
-    """A callable for st.download_button: the whole trace as .npz, computed only on click, through the gate.
+    """A callable for st.download_button: the whole trace as .npz, made only on click, through the gate, and held
+    (within the caches' bytes) only until it is sent (``downloads``).
 
-    The button's request sent again (a hand-made loop) gets the same bytes, made once: Streamlit stores a file by its
-    content, so a tab holds one copy, not one per request.
+    The button's request sent again before the file is fetched (a hand-made loop) gets the same bytes, made once;
+    the callable keeps only their identity, so a sent file is not kept alive by a tab that still shows the button.
     """
-    made: list[bytes] = []
+    made: list[int | None] = [None]  # id() of the file while downloads.HELD holds it
     lock = threading.Lock()
+
+    def build() -> bytes:
+        module, x, labels = module_and_input(settings)
+        trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+        return runs.trace_npz(trace, labels)
 
     def make() -> bytes:
         with lock:
-            if not made:
-                with heavy_gate(settings, "npz"):
-                    module, x, labels = module_and_input(settings)
-                    trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
-                    made.append(runs.trace_npz(trace, labels))
-            return made[0]
+            data = downloads.HELD.get(made[0])
+            if data is None:
+                need = budget.need_bytes("npz", settings)
+                label = f"{budget.PAGE_NAMES['npz']} at about {need / MB:,.0f} MB"
+                data = downloads.make(label, need, build, expected_bytes=npz_file_bytes(settings))
+                made[0] = id(data)
+                _REGISTRY.enforce_total()  # cached views make room for the held file
+            return data
 
     return make
+
+
+def npz_file_bytes(settings: Settings) -> int:
+    """The .npz file's size, about: its (b, h, T, T) steps (scores, masked, weights, dropped) in the dtype, compressed
+    little (random floats), and the rest of the trace."""
+    cells = settings.batch_size * settings.num_heads * settings.num_tokens**2
+    return 4 * cells * budget.itemsize(settings.dtype) + budget.module_bytes(settings)

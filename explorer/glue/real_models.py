@@ -5,8 +5,9 @@
   every computation runs under ``torch.no_grad`` and stores nothing on them.
 * What a page draws is cached on (model name, text), never on tensors: ``text_reading``, ``head_probe``,
   ``explorer_input`` (a layer's ``att`` and its real input, for the explorer and Follow a token).
-* GPT-2 (548 MB to fetch, 249 MB in memory as bfloat16) comes only from a Download button, through the
-  admission gate, into a disk cache; a link never starts a download. Offline, it says so and the shipped model serves.
+* GPT-2 (548 MB to fetch, 249 MB in memory as bfloat16) comes only from a Download button into a disk cache, one
+  fetch at a time, without holding the heavy-job slot while the network answers; a link never starts a download.
+  Offline, it says so, says when it tries again, and the shipped model serves.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import math
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,26 +107,44 @@ def _gpt2_api():
         return None
 
 
-_GPT2_STATE = {"error": ""}  # the last download's failure, for every session (a server is offline for all)
+# The fetch, for every session of the process: one at a time, its last failure remembered and retried with back-off.
+_GPT2_STATE: dict = {"error": "", "failures": 0, "retry_at": 0.0, "fetching": False}
+_FETCH = threading.Condition()
+FETCH_TIMEOUT_S = 10.0  # the connection and every read; a network that does not answer fails in seconds
+RETRY_FIRST_S, RETRY_MAX_S = 30.0, 1800.0  # after a failure: 30 s, then twice as long each time, at most 30 min
+
+
+def forget_gpt2_failures() -> None:
+    """No failure remembered (tests; a server whose network came back is retried by the back-off anyway)."""
+    with _FETCH:
+        _GPT2_STATE.update(error="", failures=0, retry_at=0.0)
+
+
+def gpt2_retry_in() -> float:
+    """Seconds until this server tries to fetch GPT-2 again after a failure; 0 when it may try now."""
+    with _FETCH:
+        return max(0.0, _GPT2_STATE["retry_at"] - time.monotonic()) if _GPT2_STATE["error"] else 0.0
 
 
 def gpt2_no_room() -> str:
     """Why GPT-2 cannot stay in this server's memory beside a class's pages, or "" when it can.
 
     Loaded, GPT-2 stays (bfloat16, once per process), so it must fit beside a warm server, full caches and one
-    heavy job: budget.resident_room(). On Community Cloud's smallest app (690 MB) it does not."""
+    heavy job: budget.resident_room(). On Community Cloud's smallest app (690 MB) it does not; the notice says where
+    the server's memory was read (budget.server_memory)."""
     api = _gpt2_api()
     if api is None:
         return ""
     kept, room = api.gpt2_bytes(TOKEN_CAP["gpt2"]).kept, budget.resident_room()
     if kept <= room:
         return ""
-    least = budget.server_bytes() - room + kept
+    server, source = budget.server_memory()
+    least = server - room + kept
     return (
         f"GPT-2 stays in memory once loaded ({kept / MB:.0f} MB in bfloat16), and this server's "
-        f"{budget.server_bytes() / MB:.0f} MB leave {max(room, 0) / MB:.0f} MB beside a class's pages and one heavy "
-        f"run: it is offered on a server with at least {least / MB:.0f} MB (a larger Community Cloud app, or "
-        "MHA_SERVER_MB where the machine has the memory)."
+        f"{server / MB:.0f} MB leave {max(room, 0) / MB:.0f} MB beside a class's pages and one heavy "
+        f"run (its {server / MB:.0f} MB: {source}): it is offered on a server with at least {least / MB:.0f} MB "
+        "(a larger Community Cloud app, or MHA_SERVER_MB where the machine has the memory)."
     )
 
 
@@ -133,37 +155,72 @@ def gpt2_ready() -> bool:
 
 
 def gpt2_offline() -> bool:
-    """True when this server cannot have GPT-2: a download failed here, it would not fit, or this build lacks it."""
-    return _gpt2_api() is None or bool(_GPT2_STATE["error"]) or bool(gpt2_no_room())
+    """True when this server cannot have GPT-2 now: its last fetch failed and the retry is not due, it would not fit,
+    or this build lacks it."""
+    return _gpt2_api() is None or gpt2_retry_in() > 0 or bool(gpt2_no_room())
 
 
 def gpt2_absent_reason() -> str:
     if gpt2_no_room():
         return gpt2_no_room()
-    if gpt2_offline():
-        return "GPT-2 cannot be fetched from this server: it cannot reach huggingface.co."
+    wait = gpt2_retry_in()
+    if _gpt2_api() is None:
+        return "GPT-2 cannot be fetched from this server: this build lacks its loader."
+    if wait > 0:
+        return (
+            "GPT-2 cannot be fetched from this server: it cannot reach huggingface.co. It tries again in "
+            f"{_duration(wait)} (failed {_GPT2_STATE['failures']} time{'s' if _GPT2_STATE['failures'] > 1 else ''})."
+        )
     return f"GPT-2 is not on this server yet: the Real heads page downloads it ({GPT2_FETCH_MB} MB, once)."
 
 
-def download_gpt2(progress) -> bool:
-    """Fetch GPT-2 into the disk cache through the admission gate; ``progress(done_bytes, total_bytes or None)``.
+def _duration(seconds: float) -> str:
+    return f"{math.ceil(seconds)} s" if seconds < 90 else f"{math.ceil(seconds / 60)} min"
 
-    False when this server cannot fetch it (remembered for every session: ``gpt2_offline``); SessionEndedError when
-    the tab closes."""
+
+def download_gpt2(progress) -> bool:
+    """Fetch GPT-2 into the disk cache; ``progress(done_bytes, total_bytes or None)``. True once it is there.
+
+    The network is waited on outside the heavy-job slot (it streams to disk: a light job for the gate), one fetch
+    at a time per process: a press while another visitor's fetch runs waits for that one and takes its result. A
+    failure is remembered for every session and retried with back-off (``gpt2_retry_in``): a press before then tries
+    nothing and returns False. SessionEndedError when the tab closes."""
     api = _gpt2_api()
     if api is None:
         return False
     ended = admission.session_ended()
-    with admission.admit("downloading GPT-2", need_bytes=DOWNLOAD_BYTES, heavy=True, should_stop=ended):
-        try:
-            api.download_gpt2(progress=progress, should_stop=ended)
-        except api.GPT2Unavailable as error:
-            _GPT2_STATE["error"] = str(error)
+    with _FETCH:
+        while _GPT2_STATE["fetching"]:  # another visitor's fetch: its result is ours
+            if ended():
+                raise admission.SessionEndedError("waiting for GPT-2's download")
+            _FETCH.wait(0.2)
+            if not _GPT2_STATE["fetching"]:
+                return api.gpt2_cached()
+        if gpt2_retry_in() > 0:
             return False
-        except api.DownloadStoppedError:
-            raise admission.SessionEndedError("downloading GPT-2") from None
-    _GPT2_STATE["error"] = ""
+        _GPT2_STATE["fetching"] = True
+    try:
+        with admission.admit("downloading GPT-2", need_bytes=DOWNLOAD_BYTES, should_stop=ended):  # light: no slot
+            api.download_gpt2(progress=progress, should_stop=ended, timeout=FETCH_TIMEOUT_S)
+    except api.GPT2Unavailable as error:
+        _failed(str(error))
+        return False
+    except api.DownloadStoppedError:
+        raise admission.SessionEndedError("downloading GPT-2") from None
+    finally:
+        with _FETCH:
+            _GPT2_STATE["fetching"] = False
+            _FETCH.notify_all()
+    forget_gpt2_failures()
     return True
+
+
+def _failed(error: str) -> None:
+    """Remember a failed fetch: the next try waits RETRY_FIRST_S, twice as long after each further failure."""
+    with _FETCH:
+        failures = _GPT2_STATE["failures"] + 1
+        wait = min(RETRY_FIRST_S * 2 ** (failures - 1), RETRY_MAX_S)
+        _GPT2_STATE.update(error=error, failures=failures, retry_at=time.monotonic() + wait)
 
 
 @st.cache_resource(show_spinner="Loading GPT-2 (249 MB)…")

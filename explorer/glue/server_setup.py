@@ -1,6 +1,6 @@
 """Process-wide settings for the app server, made once at start-up, before any session runs.
 
-Five of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
+Six of them, all because a Streamlit server is one process whose sessions are threads sharing one interpreter:
 
 1. torch's thread pools (below).
 2. The start-up heap is frozen out of the garbage collector. Streamlit runs a full ``gc.collect()`` after every
@@ -19,8 +19,10 @@ Five of them, all because a Streamlit server is one process whose sessions are t
    instead of 12 (the failed try costs more than it saves). In a server that leak was most of what idle RSS kept
    after a class.
 4. A browser's ``clear_cache`` message is refused (``refuse_browser_cache_clear``), and widget states of the wrong
-   kind are dropped before Streamlit parses them (``refuse_mistyped_widget_states``).
+   kind are dropped before Streamlit parses them, and the others are put inside their widget's choices and range
+   by the settings' strict parsers, with a notice (``refuse_mistyped_widget_states``, ``widget_guard``).
 5. The plotly.js that the charts load is copied into the app's static folder (``chart.serve_plotly_js``).
+6. A download made on a click leaves Streamlit's media storage once it is sent (``release_sent_downloads``).
 
 A Streamlit server is one Python process whose sessions are threads, on at most 2 CPUs here and on Community Cloud.
 torch's thread pools belong to the process, so no session may change them (a session that did would change them
@@ -36,15 +38,17 @@ import contextlib
 import gc
 import importlib
 import logging
+import os
 import threading
 
 import plotly.io
 import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.state.session_state import SessionState
 
-from . import chart
+from . import chart, downloads, widget_guard
 
 log = logging.getLogger("mha_explorer")
 INTRA_OP_THREADS = 1
@@ -73,6 +77,7 @@ def configure_process() -> None:
             log.exception("cannot put plotly.js in the app's static folder: charts will say they cannot draw")
         refuse_browser_cache_clear()
         refuse_mistyped_widget_states()
+        release_sent_downloads()
         gc.collect()
         gc.freeze()
         _configured = True
@@ -129,17 +134,57 @@ def refuse_mistyped_widget_states() -> None:
 
     def on_script_will_rerun(self, fresh_widget_states=None, **kwargs):
         if fresh_widget_states is not None:
-            fresh_widget_states, dropped = well_typed(fresh_widget_states, self._new_widget_state.widget_metadata)
-            if dropped:
-                log.warning("dropped widget states of the wrong kind: %s", dropped)
+            metadata = self._new_widget_state.widget_metadata
+            fresh_widget_states, dropped = well_typed(fresh_widget_states, metadata)
+            messages = [MISTYPED_NOTICE.format(keys=", ".join(dropped))] if dropped else []
+            messages += widget_guard.check_states(fresh_widget_states, metadata)  # choices and ranges, as URLs
+            if messages:
+                log.warning("corrected widget states: %s", messages)
                 with contextlib.suppress(Exception):
                     notices = list(self._new_session_state.get("page_notices", []))
-                    message = MISTYPED_NOTICE.format(keys=", ".join(dropped))
-                    self._new_session_state["page_notices"] = [*notices, message]
+                    self._new_session_state["page_notices"] = [*notices, *messages]
         return original(self, fresh_widget_states, **kwargs)
 
     on_script_will_rerun.refused = True
     SessionState.on_script_will_rerun = on_script_will_rerun
+
+
+_IN_GET_URL = threading.local()
+
+
+def release_sent_downloads() -> None:
+    """A made download (``downloads``) leaves Streamlit's media storage as soon as its request is answered, and stops
+    counting in the caches' bytes then, or when Streamlit drops it unfetched (its tab closed)."""
+    if getattr(MemoryMediaFileStorage.get_file, "releases", False):
+        return
+    get_file, get_url, delete_file = (
+        MemoryMediaFileStorage.get_file,
+        MemoryMediaFileStorage.get_url,
+        MemoryMediaFileStorage.delete_file,
+    )
+
+    def url_of(self, file_id: str) -> str:  # reads the file to name its extension: that is not a request
+        _IN_GET_URL.active = True
+        try:
+            return get_url(self, file_id)
+        finally:
+            _IN_GET_URL.active = False
+
+    def served(self, filename: str):
+        file = get_file(self, filename)
+        if not getattr(_IN_GET_URL, "active", False) and downloads.sent(file.content):
+            delete_file(self, os.path.splitext(filename)[0])  # the response being sent holds the bytes until done
+        return file
+
+    def dropped(self, file_id: str) -> None:
+        file = self._files_by_id.get(file_id)
+        delete_file(self, file_id)
+        if file is not None:
+            downloads.HELD.release(file.content)
+
+    served.releases = True
+    MemoryMediaFileStorage.get_file, MemoryMediaFileStorage.get_url = served, url_of
+    MemoryMediaFileStorage.delete_file = dropped
 
 
 PLOTLY_JSON_ENGINE = "json"

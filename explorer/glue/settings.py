@@ -8,8 +8,6 @@ as HTML or markdown.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -19,10 +17,12 @@ from mha_core.profiling import attention_cells
 from mha_core.runs import INPUT_KINDS, InputSpec, ModuleSpec
 from mha_core.tasks import TASKS
 
-from . import budget
+from . import budget, strict
+from .strict import INT_PATTERN, LONG_INT_PATTERN
 from .trained_link import format_trained_spec, parse_trained_spec
-from .user_text import quote
 
+# The one strict parser lives in strict.py (widget_guard parses widget values with it too); pages read it here.
+quote, parse_int, parse_choice, parse_float = strict.quote, strict.parse_int, strict.parse_choice, strict.parse_float
 MAX_HEADS = 16
 MAX_HEAD_DIM = 64
 MAX_D_IN = 1024
@@ -98,35 +98,8 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "layer": (0, 47),  # the model's own layer count clamps it further (real_fit)
 }
 REAL_MODELS = ("own", "gpt2")
-# ASCII digits only: ``\d`` and ``str.isdigit`` also accept other scripts' digits (``٣``, ``²``).
-_INT_PATTERN = re.compile(r"[+-]?[0-9]{1,12}")
-_FLOAT_PATTERN = re.compile(r"[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,4})?")
 KNOWN_DEVICES = ("cpu", "cuda", "mps")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-def parse_int(name: str, raw: object, default: int, low: int, high: int) -> tuple[int, str | None]:
-    """The one strict integer parser for URL values: (value, notice or None); never raises.
-
-    Only ``[+-]?[0-9]{1,12}`` after trimming spaces is a number; anything else gives ``default`` with a
-    notice, and a number outside [low, high] is clamped with a notice.
-    """
-    text = str(raw).strip()
-    if not _INT_PATTERN.fullmatch(text):
-        return default, f"{name}={quote(raw)} is not a whole number; using {default}."
-    value = int(text)
-    if not low <= value <= high:
-        clamped = min(max(value, low), high)
-        return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
-    return value, None
-
-
-def parse_choice(name: str, raw: object, default: str, choices) -> tuple[str, str | None]:
-    """The one strict choice parser: the value if it is exactly one of ``choices``, else the default, with a notice."""
-    choices = [str(c) for c in choices]
-    if isinstance(raw, str) and raw in choices:
-        return raw, None
-    return default, f"{name}={quote(raw)} is not one of {', '.join(choices)}; using {default}."
 
 
 def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
@@ -134,22 +107,16 @@ def _parse_int(name: str, raw: str, notices: list[str]) -> int | None:
     value, notice = parse_int(name, raw, getattr(DEFAULTS, name), low, high)
     if notice is not None:
         notices.append(notice)
-    return value if _INT_PATTERN.fullmatch(str(raw).strip()) else None  # None: keep the base settings' value
+    number = INT_PATTERN.fullmatch(str(raw).strip()) or LONG_INT_PATTERN.fullmatch(str(raw).strip())
+    return value if number else None  # None: keep the base settings' value
 
 
 def _parse_float(name: str, raw: str, low: float, high: float, notices: list[str]) -> float | None:
-    if not _FLOAT_PATTERN.fullmatch(raw.strip()):
-        notices.append(f"{name}={quote(raw)} is not a number; using {getattr(DEFAULTS, name)}.")
-        return None
-    value = float(raw.strip())
-    if not math.isfinite(value):
-        notices.append(f"{name}={quote(raw)} is not a finite number; using {getattr(DEFAULTS, name)}.")
-        return None
-    if not low <= value <= high:
-        clamped = min(max(value, low), high)
-        notices.append(f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}.")
-        return clamped
-    return round(value, 2)
+    value, notice = parse_float(name, raw, getattr(DEFAULTS, name), low, high)
+    if notice is not None:
+        notices.append(notice)
+    bad = notice is not None and "is outside" not in notice
+    return None if bad else value  # None: keep the base settings' value
 
 
 def _parse_bool(name: str, raw: str, notices: list[str]) -> bool | None:

@@ -73,6 +73,21 @@ def url_int(name: str, default: int, low: int, high: int) -> int:
     return value
 
 
+def url_int_or_none(name: str, low: int, high: int, none_text: str) -> int | None:
+    """A page's own optional integer (``?head=``): None when absent or not a number (the notice says ``none_text``),
+    else clamped to [low, high] with a notice."""
+    raw = st.query_params.get(name)
+    if raw is None:
+        return None
+    value, message = cfg.parse_int(name, raw, low, low, high)
+    if message is not None and " is outside " not in message:
+        notice(f"{name}={cfg.quote(raw)} is not a whole number; {none_text}.")
+        return None
+    if message is not None:
+        notice(message)
+    return value
+
+
 def url_choice(name: str, default: str, choices: list[str] | tuple[str, ...]) -> str:
     """A page's own choice parameter from the URL, replaced by the default when unknown."""
     raw = st.query_params.get(name)
@@ -150,6 +165,7 @@ _FIELD_WORDS = {
     "text": ("sentence",),
     "d_out": ("d_out", "head_dim"),
     "model": ("model=", "GPT-2"),  # "the shipped model" alone names no setting
+    "layer": ("layer=",),  # "Showing layer 0 of …" names the fields that follow the layer, not the layer
 }
 
 

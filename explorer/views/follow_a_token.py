@@ -246,7 +246,7 @@ def build_token_view(
     panels = (
         Panel(
             "token_weights",
-            f"Query {label!r}: its weight on each visible key, per head",
+            f"Query “{figures.escape_markdown(label)}”: its weight on each visible key, per head",
             f"`attn_weights_dropped[{batch_index}, :, {token}, :]`, the weights the context used (equal to "
             f"`attn_weights` unless dropout is on in train mode) · the {SHOW_KEYS} heaviest visible keys per head at "
             "most",
@@ -280,6 +280,11 @@ def build_token_view(
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")  # the book's six rows
 SUPERSCRIPTS = "¹²³⁴⁵⁶"  # the book numbers its tokens x⁽¹⁾ … x⁽⁶⁾
+
+
+def heading(view: TokenView) -> str:
+    """Section 2's heading (markdown): the query token's text escaped, so ``__init__`` reads as it was typed."""
+    return f"Query {view.index}: “{figures.escape_markdown(view.label)}”, head by head"
 
 
 def heads_intro(view: TokenView) -> str:

@@ -239,8 +239,9 @@ def build_head_view(run: ExplorerRun, *, batch_index: int, focus: int | None, pr
     local = focus - window.start if focus is not None else None
     lines = int(kept_lines(weights[:, window.start : window.stop, window.start : window.stop], local).sum())
     where = f"batch element {batch_index}"
-    focus_text = f" · query {run.labels[focus]!r} highlighted" if focus is not None else ""
-    shown = window_text(window, t, run.labels, focus)
+    focus_text = f" · query “{figures.escape_markdown(run.labels[focus])}” highlighted" if focus is not None else ""
+    marked = [figures.escape_markdown(label) for label in run.labels] if focus is not None else run.labels
+    shown = window_text(window, t, marked, focus)  # for the caption: markdown
     caption = (
         f"`attn_weights` · shape (b, h, T, T) = ({run.trace.info['attn_weights'].shape[0]}, {h}, {t}, {t}) · "
         f"{where} · "

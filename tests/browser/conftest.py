@@ -22,9 +22,9 @@ LOG = ROOT / "artifacts" / f"streamlit-browser-test{worker_suffix()}.log"  # one
 @pytest.fixture(scope="session")
 def app_url():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    # A server that does not come up raises, naming its log: the tests error, they are never skipped. 120 s: under
-    # xdist two workers start theirs at once, and at load 9 one alone took over 60 s (docs/testing.md).
-    with StreamlitServer(extra_args=["--server.fileWatcherType=none"], log_path=LOG, start_timeout=120) as server:
+    # A server that does not come up raises, naming its log: the tests error, they are never skipped. 240 s: under
+    # xdist two workers start theirs at once, and with both cores busy (load 15) torch's import alone took most of 60 s.
+    with StreamlitServer(extra_args=["--server.fileWatcherType=none"], log_path=LOG, start_timeout=240) as server:
         yield server.url
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from explorer.glue.sidebar import PAGES as NAVIGATION
+
 from .helpers import assert_charts, assert_no_exception, screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
@@ -13,8 +15,15 @@ def navigation_links(page, app_url) -> list[tuple[str, str]]:
     """(label, absolute url) of every link in the app's own sidebar navigation."""
     page.goto(app_url)
     wait_for_app(page)
-    links = page.locator("[data-testid='stSidebar'] [data-testid='stPageLink-NavLink']")
-    links.first.wait_for(timeout=60_000)
+    selector = "[data-testid='stSidebar'] [data-testid='stPageLink-NavLink']"
+    links = page.locator(selector)
+    # The sidebar fills link by link while the page's script runs on: under load the first look counted two of nine.
+    # Wait for every page the app lists, then read them.
+    page.wait_for_function(
+        "([selector, expected]) => document.querySelectorAll(selector).length >= expected",
+        arg=[selector, len(NAVIGATION)],
+        timeout=60_000,
+    )
     found = []
     for i in range(links.count()):
         label = links.nth(i).inner_text().strip().splitlines()[-1]  # the icon's ligature name comes first
@@ -26,6 +35,7 @@ def navigation_links(page, app_url) -> list[tuple[str, str]]:
 def test_every_page_in_the_navigation_renders_without_an_exception(page, app_url):
     links = navigation_links(page, app_url)
     names = [name for name, _ in links]
+    assert len(links) == len(NAVIGATION), names
     for expected in (
         "Explorer",
         "Step through",

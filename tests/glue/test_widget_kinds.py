@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
 
+from explorer.glue import widget_guard
 from explorer.glue.server_setup import well_typed
 
 
@@ -36,3 +37,58 @@ def test_a_string_for_a_number_is_dropped_and_named():
 def test_other_kinds_must_match_exactly():
     kept, dropped = well_typed(states(w_text=("int_value", 3)), metadata(w_text="string_value"))
     assert dropped == ["w_text"] and not kept.widgets
+
+
+# --- widget_guard: values of the right kind, put inside what their widget offers ------------------------------------
+
+
+class _Serde:
+    """A stand-in for a Streamlit serde: the guard reads its bounds or choices through ``deserializer.__self__``."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def deserialize(self, value):
+        return value
+
+
+def guarded(**widgets):
+    """check_states over one state per widget: key=(field, value, serde fields)."""
+    sent, metadata = WidgetStates(), {}
+    for key, (field, value, serde) in widgets.items():
+        state = sent.widgets.add()
+        state.id = f"$$ID-abc-{key}"
+        if field.endswith("array_value"):
+            getattr(state, field).data.extend(value)
+        else:
+            setattr(state, field, value)
+        metadata[state.id] = SimpleNamespace(deserializer=_Serde(**serde).deserialize)
+    notices = widget_guard.check_states(sent, metadata)
+    return {w.id.rsplit("-", 1)[-1]: w for w in sent.widgets}, notices
+
+
+def test_numbers_are_clamped_by_the_strict_parser_and_said():
+    bounds = dict(min_value=0, max_value=2**31 - 1, value=123, data_type=0)
+    free = dict(min_value=None, max_value=None, value=0.0, data_type=1)  # a number_input without bounds
+    slider = dict(min_value=1, max_value=1024, value=[1], data_type=0, single_value=True)
+    states, notices = guarded(
+        w_seed=("int_value", 2**62, bounds),
+        w_free=("double_value", float("nan"), free),
+        w_num_tokens=("double_array_value", [1e9], slider),
+    )
+    assert states["w_seed"].int_value == 2**31 - 1
+    assert states["w_free"].double_value == 0.0
+    assert list(states["w_num_tokens"].double_array_value.data) == [1024]
+    assert notices == [
+        f"seed=`{2**62}` is outside 0–2147483647; using 2147483647.",
+        "free=`nan` is not a number; using 0.0.",
+        "num_tokens=`1000000000` is outside 1–1024; using 1024.",
+    ]
+
+
+def test_choices_outside_the_options_get_the_default_and_values_inside_pass():
+    box = dict(formatted_options=["book", "random", "text"], default_option_index=0)
+    box["formatted_option_to_option_index"] = {o: i for i, o in enumerate(box["formatted_options"])}
+    states, notices = guarded(w_input=("string_value", "../../etc/passwd", box), w_other=("string_value", "text", box))
+    assert states["w_input"].string_value == "book" and states["w_other"].string_value == "text"
+    assert notices == ["input=`../../etc/passwd` is not one of book, random, text; using book."]

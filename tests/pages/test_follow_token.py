@@ -155,3 +155,23 @@ def test_the_token_comes_from_the_url_and_a_bad_one_gets_a_notice():
     at = run_page(PAGE, token="99")
     assert at.session_state.follow_token == 5
     assert "token" in texts(at) and not at.exception
+
+
+def test_token_text_is_escaped_where_markdown_renders_it():
+    """A token ``__init__`` rendered as a bold "init" in the heading (markdown not escaped); every markdown place that
+    names the followed token now holds it backslash-escaped, and nothing names it raw."""
+    at = run_page(PAGE, input="text", text="__init__ calls $x$ :red[y]", num_tokens="9", token="0")
+    assert not at.exception and not at.error
+    markdown = [e.proto.body for e in [*at.header, *at.markdown, *at.caption]]
+    named = [body for body in markdown if "init" in body]
+    assert any(body.startswith("Query 0: “\\_\\_init\\_\\_”") for body in named), named
+    assert not [body for body in named if "__init__" in body], named
+
+
+def test_a_bad_followed_head_says_no_head_is_followed():
+    at = run_page(PAGE, head="NaN")
+    warnings = [w.value for w in at.warning]
+    assert "head=`NaN` is not a whole number; no head is followed." in warnings, warnings
+    assert not any("using -1" in w for w in warnings)
+    at = run_page(PAGE, head="77")
+    assert "head=`77` is outside 0–1; using 1." in [w.value for w in at.warning]

@@ -29,17 +29,22 @@ LONG_TRAIN_LINK = "previous_token.heads16.layers1.d128.vocab256.len64.steps2000.
 # --- one strict parser ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw", ["--1", "++2", "-+3", "٣", "1²", "１", "0x10", "1_000", "4.0", "", "9" * 13])
+@pytest.mark.parametrize("raw", ["--1", "++2", "-+3", "٣", "1²", "１", "0x10", "1_000", "4.0", "", "0" * 13])
 def test_one_strict_integer_parser_rejects_what_is_not_ascii_digits(raw):
     value, message = cfg.parse_int("step", raw, 1, 1, 12)
     assert value == 1 and message == f"step={cfg.quote(raw)} is not a whole number; using 1."
 
 
-@pytest.mark.parametrize(("raw", "expected"), [("+4", 4), (" 7 ", 7), ("-1", 1), ("99", 12), ("012", 12)])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("+4", 4), (" 7 ", 7), ("-1", 1), ("99", 12), ("012", 12), ("9" * 13, 12), ("-" + "9" * 40, 1), (str(2**62), 12)],
+)
 def test_the_strict_parser_clamps_numbers(raw, expected):
+    """A number longer than any range is still a number: clamped and said (a seed of 2⁶² was "not a whole number")."""
     value, message = cfg.parse_int("step", raw, 1, 1, 12)
     assert value == expected
     assert (message is None) == (1 <= int(raw) <= 12)
+    assert message is None or f"is outside 1–12; using {expected}." in message
 
 
 def test_url_int_is_the_settings_parser(monkeypatch):
@@ -216,12 +221,13 @@ def test_hostile_variant_links_are_clamped_with_a_notice(query, said):
 # --- real-model links (?model=&layer=&head=&text=) -------------------------------------------------------------
 
 REAL_LINK_PAGES = ("app.py", "pages/7_Follow_a_token.py", "pages/8_Real_heads.py")
-EXPLORERS = REAL_LINK_PAGES[:2]  # the pages that trace one layer: a bad ?layer= is their news, not Real heads'
+# A bad ?layer= is every page's news: Real heads opens its "Open any head" box on the link's layer.head (it ignored
+# ``/Real_heads?model=own&layer=5&head=77`` without a word).
 HOSTILE_REAL = [  # (query, what the notice says, the pages that say it)
     ({"model": "<script>alert(1)</script>", "layer": "0"}, "is not one of own, gpt2; using own", REAL_LINK_PAGES),
-    ({"model": "own", "layer": "-1"}, "layer=`-1` is outside", EXPLORERS),
-    ({"model": "own", "layer": "99"}, "does not exist in the shipped model", EXPLORERS),
-    ({"model": "own", "layer": "1e309"}, "is not a whole number", EXPLORERS),
+    ({"model": "own", "layer": "-1"}, "layer=`-1` is outside", REAL_LINK_PAGES),
+    ({"model": "own", "layer": "99"}, "does not exist in the shipped model", REAL_LINK_PAGES),
+    ({"model": "own", "layer": "1e309"}, "is not a whole number", REAL_LINK_PAGES),
     ({"model": "own", "text": ""}, "has no tokens; using the book's sentence", REAL_LINK_PAGES),
     ({"model": "own", "text": "word " * 400}, "tokens long", REAL_LINK_PAGES),
     ({"model": "gpt2", "layer": "3"}, "GPT-2 stays in memory once loaded", REAL_LINK_PAGES),
@@ -239,6 +245,15 @@ def test_hostile_real_model_links_are_clamped_with_a_notice(page, query, said, p
     assert (said in shown) == (page in pages), f"{page}?{query}: {shown[:500]}"
     settings = at.session_state.settings
     assert settings.model in ("own", "") and settings.layer >= 0 and settings.num_tokens <= 64
+
+
+def test_real_heads_says_what_it_changed_in_a_head_link():
+    at = open_page("pages/8_Real_heads.py", {"model": "own", "layer": "5", "head": "77"})
+    check_page(at, [], "Real heads?layer=5&head=77")
+    warnings = [w.value for w in at.warning]
+    assert "layer=5 does not exist in the shipped model (layers 0–1); using 1." in warnings, warnings
+    assert "head=`77` is outside 0–3; using 3." in warnings, warnings
+    assert at.selectbox(key="w_rh_head").value == "1.3"  # the link's head, clamped, is the one offered to open
 
 
 def test_a_real_model_link_survives_its_rerun_and_a_page_switch():

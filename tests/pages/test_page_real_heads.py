@@ -8,6 +8,7 @@ then what it is about: every chart at the defaults, a top 5 that is the model's,
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from urllib.parse import parse_qsl, urlsplit
@@ -33,7 +34,7 @@ def tiny(monkeypatch, tmp_path):
     """The tiny GPT as the shipped model, an empty GPT-2 cache, no memory of an earlier failed download."""
     monkeypatch.setattr(gpt_training, "load_shipped", tiny_model)
     monkeypatch.setenv("MHA_GPT2_DIR", str(tmp_path / "gpt2"))
-    monkeypatch.setitem(real_models._GPT2_STATE, "error", "")
+    real_models.forget_gpt2_failures()
     st.cache_resource.clear()
     yield tiny_model()
     st.cache_resource.clear()
@@ -137,7 +138,9 @@ def test_gpt2_offline_says_so_and_the_shipped_model_serves(monkeypatch):
     at.button(key="w_rh_download").click().run()
     check_page(at, [TEXT], "after Download")
     assert any("GPT-2 cannot be fetched from this server" in info.value for info in at.info)
-    assert set(charts(at)) == PANELS and not download_buttons(at)  # no second try on a server that cannot reach it
+    said = [re.search(r"It tries again in (\d+) s \(failed 1 time\)", info.value) for info in at.info]
+    assert any(m and 0 < int(m.group(1)) <= real_models.RETRY_FIRST_S for m in said), [i.value for i in at.info]
+    assert set(charts(at)) == PANELS and not download_buttons(at)  # no second try before then
     explorer = open_page("app.py", {"model": "gpt2", "layer": "0", "text": TEXT})
     check_page(explorer, [TEXT], "app.py?model=gpt2")
     assert explorer.session_state.settings.model == "own"

@@ -11,10 +11,16 @@ elsewhere the tests that start it skip, saying so, where it is missing (system_d
 
 from __future__ import annotations
 
+import http.server
+import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 import tomllib
+import urllib.error
+import urllib.request
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlencode
@@ -25,6 +31,7 @@ import yaml
 from deploy.local_cluster import CONFIG, LocalCluster, check_config, local_config
 from harness.checks import check_run, session_query, settings_from_query
 from harness.drive import SessionLog, run_or_reconnect
+from harness.server import HOST, free_port, stop_process
 from harness.session import Session
 
 from ..system_deps import unavailable
@@ -73,6 +80,66 @@ def test_an_invalid_config_is_reported(haproxy, tmp_path):
     path.write_text(local_config([8601]).replace("balance leastconn", "balance nonsense"))
     with pytest.raises(ValueError, match="balance only supports"):
         check_config(path)
+
+
+class _AnyPath(http.server.BaseHTTPRequestHandler):
+    """A stand-in app process: 200 and the path for every GET, as Streamlit answers /_stcore/metrics."""
+
+    def do_GET(self):  # noqa: N802 (the standard library's name)
+        body = f"served {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:  # not listening yet
+        return 0
+
+
+def test_the_proxy_closes_streamlits_metrics_to_visitors(haproxy, tmp_path):
+    """Streamlit 1.67 serves /_stcore/metrics to anyone and cannot close it; the shipped config answers 404 for it,
+    in every spelling that reaches the same route, and passes everything else (the health check included)."""
+    backend = http.server.ThreadingHTTPServer((HOST, 0), _AnyPath)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    config = tmp_path / "proxy.cfg"
+    config.write_text(local_config([backend.server_address[1]]))
+    port = free_port()
+    proxy = subprocess.Popen(
+        [haproxy, "-db", "-f", str(config)],
+        env=dict(os.environ, HAPROXY_BIND=f"{HOST}:{port}"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://{HOST}:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while _status(f"{url}/_stcore/health") != 200:  # up once HAProxy's own health check passed twice
+            assert proxy.poll() is None and time.monotonic() < deadline, "haproxy did not come up"
+            time.sleep(0.2)
+        for closed in (
+            "/_stcore/metrics",
+            "/_stcore/metrics?families=session_state",
+            "/base/_stcore/metrics",
+            "/_stcore/%6detrics",
+            "/_stcore//metrics",
+            "/_STCORE/METRICS",
+        ):
+            assert _status(url + closed) == 404, closed
+        for open_ in ("/", "/_stcore/health", "/_stcore/host-config", "/Real_heads?model=own"):
+            assert _status(url + open_) == 200, open_
+    finally:
+        stop_process(proxy, 10)
+        backend.shutdown()
 
 
 def test_compose_runs_replicas_behind_haproxy_with_this_config():

@@ -164,6 +164,15 @@ def escape_label(label: object) -> str:
     return html.escape(str(label), quote=False)
 
 
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:=^&%])")
+
+
+def escape_markdown(label: object) -> str:
+    """Token text inside a markdown string (a panel's title, a caption, a heading): every ASCII punctuation mark that
+    markdown or Streamlit's directives read (``__init__`` bold, ``$x$`` maths, ``:red[x]``) backslash-escaped."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(label))
+
+
 def _labels(labels: Sequence[object] | None, n: int, what: str) -> list[str]:
     if labels is None:
         return [str(k) for k in range(n)]
