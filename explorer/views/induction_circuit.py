@@ -46,10 +46,13 @@ def knockout_view(reading: KnockoutReading, repeat_rows: list[int], *, presenter
     positions whose last few tokens appeared earlier, where predicting the next token is an induction head's work."""
     positions = list(range(len(reading.loss)))
     who = heads_label(reading.heads)
+    series = {"every head": [float(v) for v in reading.intact_loss]}
+    if reading.heads:
+        series[f"without {who}"] = [float(v) for v in reading.loss]
     figure = figures.line_chart(
         positions,
-        {"every head": [float(v) for v in reading.intact_loss], f"without {who}": [float(v) for v in reading.loss]},
-        title=f"Loss at each position, with every head and without {who}",
+        series,
+        title=f"Loss at each position, with every head and without {who}" if reading.heads else "Loss at each position",
         x_title="position t (predicting token t + 1)",
         y_title="loss (nats)",
         presenter=presenter,
