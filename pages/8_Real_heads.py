@@ -276,6 +276,14 @@ def show_knockout(view, name: str, text: str, presenter: bool) -> dict[str, str]
     knocked = induction_circuit.knockout_view(reading, list(real_circuits.repeat_rows(name, text)), presenter=presenter)
     st.markdown(knocked.sentence)
     figure(knocked.loss, presenter)
+    if knocked.scores is not None:
+        left, right = st.columns([2, 3])
+        with left:
+            st.markdown("**What comes next, without them:**")
+            boundary.show_table(knocked.top_rows, presenter=presenter, key="rh_knocked_top5",
+                                formats={"probability": "%.3f"})  # fmt: skip
+        with right:
+            figure(knocked.scores, presenter)
     ablate = ",".join(f"{layer}.{head}" for layer, head in heads)
     return {"ablate": ablate, "ablation": mode} if heads else {}
 

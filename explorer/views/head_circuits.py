@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mha_core.circuits import HeadReport
+from mha_core.listing import LISTING_LINES
 
 from . import figures
 from .figures.panel import Panel, index_labels, shape_text, to_numpy
@@ -25,10 +26,11 @@ INTRO = (
     "W_Vʰ (d_out × d_in: the head's block of out_proj's columns times its value projection) says what it writes: "
     "head h adds Aʰ X W_OVʰᵀ to the output. So output = Σ_h Aʰ X W_OVʰᵀ + b: heads are independent, and they add."
 )
+_SCALE_LINE = next(n for n, text in enumerate(LISTING_LINES, 1) if "**0.5" in text)  # the division's own line
 SCALE_NOTE = (
-    "The 1/√head_dim is not inside W_QK: Listing 3.5 divides the scores afterwards (line 43, "
-    "`attn_scores / keys.shape[-1]**0.5`). Folding it in gives W_QK / √head_dim, whose form is what the softmax "
-    "receives."
+    f"The 1/√head_dim is not inside W_QK: Listing 3.5 divides the scores afterwards (line {_SCALE_LINE}, "
+    f"`{LISTING_LINES[_SCALE_LINE - 1].strip().split('**0.5')[0]}**0.5`). Folding it in gives W_QK / √head_dim, "
+    "whose form is what the softmax receives."
 )
 RANK_NOTE = (
     "W_QK is d_in × d_in but passes through only head_dim numbers (x W_Qᵀ, then · W_K xᵀ), so its rank is at most "

@@ -14,7 +14,7 @@ from mha_core.model_heads import KnockoutReading
 
 from . import figures
 from .figures.panel import Panel
-from .head_kinds import scores_figure
+from .head_kinds import scores_figure, text_scores_panel
 
 COMPOSITION_TEXT = {
     "Q": "the layer-1 head's query reads what the layer-0 head wrote (W_OV⁽⁰⁾ᵀ W_QK⁽¹⁾)",
@@ -37,6 +37,7 @@ def heads_label(heads) -> str:
 @dataclass(frozen=True, kw_only=True)
 class KnockoutView:
     loss: Panel
+    scores: Panel | None  # every head's scores on the sentence with the heads knocked out (None: none chosen)
     sentence: str  # what happened, in numbers
     top_rows: list[dict]  # the next token after the sentence, heads knocked out
 
@@ -68,6 +69,7 @@ def knockout_view(reading: KnockoutReading, repeat_rows: list[int], *, presenter
     )
     return KnockoutView(
         loss=panel,
+        scores=text_scores_panel(reading.scores, presenter, key="knockout_scores", who=who) if reading.heads else None,
         sentence=knockout_sentence(reading, repeat_rows),
         top_rows=[{"token": t, "probability": p} for t, p in zip(reading.top_labels, reading.top_probs, strict=True)],
     )

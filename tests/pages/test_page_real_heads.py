@@ -309,6 +309,12 @@ def test_a_knockout_link_silences_those_heads_and_the_loss_is_the_models(tiny):
     intact = head_scores.loss_per_position(model(ids), ids)[0].numpy()
     np.testing.assert_allclose(series["every head"], intact, rtol=1e-5, atol=1e-6)
     assert at.query_params["ablate"] in ("0.1,1.3", ["0.1,1.3"])
+    weights = knockout.forward_knocked_out(model, ids, [(0, 1), (1, 3)], "mean").weights[:, 0]  # (L, h, T, T)
+    rows = torch.arange(1, ids.shape[1])
+    previous = weights[..., rows, rows - 1].mean(-1)  # (L, h) by hand: query i on key i - 1
+    figure = charts(at)["knockout_scores"]
+    kinds = [t["meta"]["kind"] for t in figure["data"]]
+    np.testing.assert_allclose(head_matrices(figure)[kinds.index("previous token")], previous, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(
