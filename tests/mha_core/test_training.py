@@ -264,8 +264,12 @@ def test_the_server_sets_torchs_threads_once_and_training_leaves_them():
     """Thread pools are the process's: explorer.glue.server_setup sets them at start-up; no run changes them."""
     from explorer.glue import server_setup
 
+    server_setup.configure_torch()  # the process's first call sets them; under xdist an earlier file may have made it
+    torch.set_num_threads(7)  # so: what a later call does, from a count no setting would choose
     server_setup.configure_torch()
-    assert torch.get_num_threads() == server_setup.INTRA_OP_THREADS
+    assert torch.get_num_threads() == 7, "a second call changed the threads"
+    torch.set_num_threads(server_setup.INTRA_OP_THREADS)
+    assert server_setup.INTRA_OP_THREADS == 1
     torch.set_num_threads(2)  # as a notebook might
     server_setup.configure_torch()  # a second call (another page's import) changes nothing
     assert torch.get_num_threads() == 2
