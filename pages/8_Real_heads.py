@@ -217,7 +217,10 @@ def show_kinds(view, name: str, text: str, presenter: bool) -> None:
     such head), and links to each."""
     left, right = st.columns(2)
     with left:
-        figure(view.text_scores, presenter)
+        if view.text_scores is None:
+            st.caption("Your sentence is one token: no query has an earlier token to read, so nothing to score.")
+        else:
+            figure(view.text_scores, presenter)
     with right:
         figure(view.scores, presenter)
     columns = st.columns(len(view.strongest))

@@ -143,9 +143,12 @@ def baseline_text(baselines: dict[str, float]) -> str:
     return "; ".join(f"{kind} {value:.2f}" for kind, value in baselines.items() if not math.isnan(value))
 
 
-def text_scores_panel(scores: TextScores, presenter: bool, *, key: str = "text_scores", who: str = "") -> Panel:
+def text_scores_panel(scores: TextScores, presenter: bool, *, key: str = "text_scores", who: str = "") -> Panel | None:
     """The three scores read on the typed text itself, each with its own even-spread bar; ``who`` names heads
     knocked out (their own weights are unchanged: what changes is every later layer's)."""
+    shown = {kind: v for kind, v in scores.scores.items() if np.isfinite(v).any()}  # a kind with queries to read
+    if not shown:  # one token: no query has an earlier key
+        return None
     num_layers, num_heads = scores.scores[KINDS[0]].shape
     repeats = (
         f"the induction score reads the {scores.repeat_queries} queries whose last {MIN_MATCH} tokens appeared earlier"
@@ -159,7 +162,7 @@ def text_scores_panel(scores: TextScores, presenter: bool, *, key: str = "text_s
         f"Mean weight on the expected key, per head · shape (L, h) = ({num_layers}, {num_heads}) each · read on "
         f"the sentence above; {repeats}. An even spread scores {baseline_text(scores.even)}.",
         scores_figure(
-            {kind: v for kind, v in scores.scores.items() if kind != "induction" or scores.repeat_queries},
+            shown,
             title=f"Each head's score without {who}" if who else "Each head's score on your sentence",
             presenter=presenter,
         ),

@@ -77,6 +77,8 @@ def knockout_view(reading: KnockoutReading, repeat_rows: list[int], *, presenter
 
 def knockout_sentence(reading: KnockoutReading, repeat_rows: list[int]) -> str:
     """Mean loss before → after, on the whole sentence and on the positions that continue a repeat."""
+    if not len(reading.loss):
+        return "Your sentence is one token: there is nothing in it to predict."
     whole = f"mean loss **{reading.intact_loss.mean():.2f} → {reading.loss.mean():.2f}** nats on the whole sentence"
     rows = [r for r in repeat_rows if r < len(reading.loss)]  # position r predicts token r + 1; the last predicts none
     if not reading.heads:

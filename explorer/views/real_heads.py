@@ -41,7 +41,7 @@ class RealHeadsView:
 
     model_view: Panel
     scores: Panel  # on the random probe
-    text_scores: Panel  # on the typed sentence
+    text_scores: Panel | None  # on the typed sentence; None for one token (nothing earlier to read)
     top5: Panel
     induction: Panel
     strongest: dict[str, tuple[int, int, float]]  # kind -> (layer, head, score) on the probe

@@ -15,7 +15,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import admission, budget, caches, trained_link, training_cache
+from explorer.glue import admission, budget, caches, real_models, trained_link, training_cache
 from explorer.glue import settings as cfg
 from explorer.glue.chart import ELEMENT
 from mha_core import profiling, tasks, tiny_model, training
@@ -244,7 +244,7 @@ def test_hostile_real_model_links_are_clamped_with_a_notice(page, query, said, p
     shown = " ".join(alert.value for alert in [*at.warning, *at.info])
     assert (said in shown) == (page in pages), f"{page}?{query}: {shown[:500]}"
     settings = at.session_state.settings
-    assert settings.model in ("own", "") and settings.layer >= 0 and settings.num_tokens <= 64
+    assert settings.model in ("own", "") and settings.layer >= 0 and settings.num_tokens <= real_models.TOKEN_CAP["own"]
 
 
 def test_real_heads_says_what_it_changed_in_a_head_link():
@@ -253,7 +253,7 @@ def test_real_heads_says_what_it_changed_in_a_head_link():
     warnings = [w.value for w in at.warning]
     assert "layer=5 does not exist in the shipped model (layers 0–1); using 1." in warnings, warnings
     assert "head=`77` is outside 0–3; using 3." in warnings, warnings
-    assert at.selectbox(key="w_rh_head").value == "1.3"  # the link's head, clamped, is the one offered to open
+    assert at.selectbox(key="w_rh_head").value == "L1 H3"  # the link's head, clamped, is the one offered to open
 
 
 def test_a_real_model_link_survives_its_rerun_and_a_page_switch():

@@ -20,7 +20,7 @@ from explorer.glue import url
 from harness.checks import big_query, check_run, session_query, settings_from_query
 from harness.server import MALLOC_ENV, StreamlitServer, metrics
 from harness.session import Session, hang_up_mid_run
-from mha_core import devices, model_heads, profiling, runs, teaching, training
+from mha_core import devices, model_heads, profiling, runs, teaching, training, variant_runs
 
 from ..apptest_helpers import PAGES, ROOT, check_page, open_page
 
@@ -57,7 +57,8 @@ def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_a_notice(page):
     assert at.session_state.settings.device == "cpu"
     assert at.session_state.settings.dtype == "float32"  # bfloat16 is not offered on the cpu
     notices = "\n".join(w.value for w in at.warning)
-    assert "Device `cuda` is not available here; using cpu." in notices
+    device_notice = "Device `cuda` is not available here; using cpu." in notices
+    assert device_notice == ("device" in at.session_state["_page_fields"])  # Attention variants runs on the cpu only
     dtype_notice = "dtype bfloat16 is not offered on cpu; using float32." in notices
     assert dtype_notice == ("dtype" in at.session_state["_page_fields"])  # only pages that draw with a dtype say so
     assert at.query_params["device"] == "cpu"  # the link the student shares next is one that works
@@ -92,6 +93,7 @@ def test_out_of_memory_is_caught_and_explained_on_every_page(page, monkeypatch, 
     monkeypatch.setattr(training, "run", _raise_oom)  # the Trained heads page's run
     monkeypatch.setattr(profiling, "median_seconds", _raise_oom)  # the Cost page's measurement
     monkeypatch.setattr(model_heads, "read_text", _raise_oom)  # the Real heads page's reading of the sentence
+    monkeypatch.setattr(variant_runs, "run_variants", _raise_oom)  # the Attention variants page's runs
     at = open_page(page, {"num_heads": "4", "d_out": "16", "num_tokens": "9", "seed": "4242", "max_tokens": "64"})
     if page in OOM_ACTIONS:
         check_page(at, [], page)  # nothing computed yet: no error
