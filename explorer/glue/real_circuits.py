@@ -22,7 +22,7 @@ COMPOSITION_MAX_EMB = 256  # (h1, h0, e, e) products: 4 × 4 × 128² floats her
 def _gate(name: str, label: str):
     """GPT-2 through real_models' gate (its bytes); the shipped model's light runs through the same gate."""
     if name == "gpt2":
-        return real_models._gate(name)
+        return real_models.gate(name)
     return admission.admit(label, need_bytes=LIGHT_BYTES, should_stop=admission.session_ended())
 
 
@@ -72,7 +72,7 @@ def composition_fits(name: str) -> bool:
 @st.cache_resource(max_entries=2, show_spinner="Measuring how the layers compose…")
 def _circuit_view(name: str, presenter: bool):
     model, _ = real_models.model_and_tokenizer(name)
-    probe = real_models._head_probe(name)
+    probe = real_models.head_probe_in_gate(name)
     comp = composition.composition(model)
     scores = {kind: value.numpy().copy() for kind, value in comp.scores.items()}  # (h1, h0) each
     return induction_circuit.composition_view(scores, comp.random, probe.strongest, presenter=presenter)

@@ -276,7 +276,7 @@ def token_ids(name: str, text: str) -> list[int]:
     return model_and_tokenizer(name)[1].encode(text)
 
 
-def _gate(name: str):
+def gate(name: str):
     """GPT-2's runs take the admission gate with their bytes (float32 copies of its blocks, the logits, every layer's
     weights at the longest sentence it reads); the shipped model's runs are light (a few MB)."""
     if name != "gpt2":
@@ -297,12 +297,13 @@ def _text_reading(name: str, text: str) -> model_heads.TextReading:
 
 def text_reading(name: str, text: str) -> model_heads.TextReading:
     """Every layer's weights on the sentence's first ``page_cap`` tokens, and the top 5 next tokens."""
-    with _gate(name):
+    with gate(name):
         return _text_reading(name, text)
 
 
 @st.cache_resource(max_entries=2, show_spinner="Probing every head on a repeated random sequence…")
-def _head_probe(name: str) -> model_heads.HeadProbe:
+def head_probe_in_gate(name: str) -> model_heads.HeadProbe:
+    """The probe for a caller already inside ``gate(name)`` (the gate is not re-entrant); others use head_probe."""
     model, tok = model_and_tokenizer(name)
     return model_heads.probe_heads(model, tok, _probe(name))
 
@@ -321,8 +322,8 @@ def _probe(name: str) -> model_heads.Probe:
 
 def head_probe(name: str) -> model_heads.HeadProbe:
     """Each head's scores and the loss per position on the repeated random probe (one per model)."""
-    with _gate(name):
-        return _head_probe(name)
+    with gate(name):
+        return head_probe_in_gate(name)
 
 
 @st.cache_resource(max_entries=2, ttl=1800, show_spinner=False)
@@ -343,7 +344,7 @@ def explorer_input(name: str, text: str, layer: int, num_tokens: int):
     """(layer ``layer``'s att in float32 and eval mode, its real input (1, T, emb), token labels) for the explorer.
 
     The module is the model's own (a float32 copy for bfloat16 storage): shared by every session, never mutated."""
-    with _gate(name):
+    with gate(name):
         x, labels = _layer_input(name, text, layer, num_tokens)
         return _layer_module(name, layer), x, list(labels)
 
@@ -354,11 +355,11 @@ def _page_view(name: str, text: str, presenter: bool):
     reading = _text_reading(name, text)
     scores = model_heads.text_scores(reading.weights, reading.ids)
     return real_heads.build_view(
-        reading, _head_probe(name), scores, label=LABELS[name], vocab_size=vocab, presenter=presenter
+        reading, head_probe_in_gate(name), scores, label=LABELS[name], vocab_size=vocab, presenter=presenter
     )
 
 
 def page_view(name: str, text: str, presenter: bool):
     """The Real heads page's panels for (model, text), built once per presentation and shared (never mutate it)."""
-    with _gate(name):
+    with gate(name):
         return _page_view(name, text, presenter)
