@@ -32,7 +32,6 @@ No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to thi
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import itertools
 import logging
@@ -45,7 +44,8 @@ import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from . import budget
+from . import budget, heap
+from .heap import page_finished, page_started  # noqa: F401 - the page boundary's calls
 
 log = logging.getLogger("mha_explorer")
 
@@ -337,26 +337,4 @@ def release_memory() -> None:
     Cheap: the start-up heap is frozen out of the collector (``server_setup``), so this walks only what sessions made.
     """
     gc.collect()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc():
-    """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas.
-
-    The arena cap comes too late to cap anything: this module is imported on the first page run, when Streamlit's
-    threads have already made 6 arenas, and glibc keeps them (malloc_info). Capping them from the process's start
-    (``MALLOC_ARENA_MAX=2`` in the environment) was measured and changed nothing: after 60 s of 8 heads × 64 tokens
-    with fresh seeds (bench/soak.py's medium visits, 2 clients), idle RSS 311 MB with 2 arenas, 317 MB with 6, both
-    from 285 MB after the first visit.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-8, 2)  # M_ARENA_MAX
-        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
-        return libc
-    except (OSError, AttributeError):  # not glibc (macOS, musl): the defaults stay
-        return None
-
-
-_LIBC = _load_libc()
+    heap.trim()
