@@ -53,7 +53,7 @@ log = logging.getLogger("mha_explorer")
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
 # What one job may add to the process at its peak (explorer.glue.budget estimates it for every page). 690 MB less what
-# a warm server holds after one visit of every page (365 MB) and the byte-bounded caches (64 MB), with room for an
+# a warm server holds after one visit of every page (385 MB) and the byte-bounded caches (64 MB), with room for an
 # estimate that errs low by a quarter (explorer.glue.budget).
 JOB_BYTES = budget.JOB_BYTES
 LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue
