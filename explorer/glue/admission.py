@@ -14,7 +14,8 @@ Community Cloud's smallest app). So:
   queue is full (``MAX_WAITING``), never while its turn is coming;
 * a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (between
   training steps, between measurements). A closed tab costs the server nothing more (``SessionEndedError``);
-* after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns.
+* after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns; and when
+  the last running page finishes (``page_finished``), what light pages freed goes back too.
 
 A new heavy path declares what it adds at its peak, in bytes, before it allocates anything::
 
@@ -32,6 +33,7 @@ No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to thi
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import itertools
 import logging
@@ -44,8 +46,7 @@ import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from . import budget, heap
-from .heap import page_finished, page_started  # noqa: F401 - the page boundary's calls
+from . import budget
 
 log = logging.getLogger("mha_explorer")
 
@@ -337,4 +338,61 @@ def release_memory() -> None:
     Cheap: the start-up heap is frozen out of the collector (``server_setup``), so this walks only what sessions made.
     """
     gc.collect()
-    heap.trim()
+    trim()
+
+
+def trim() -> None:
+    """Freed heap back to the OS, without a collection; nothing where the C library is not glibc."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+TRIM_EVERY_S = 1.0  # at most one trim a second when pages finish one after another
+TRIM_BUSY_S = 10.0  # under continuous load (a page always running), a trim at least this often
+
+
+class _Pages:
+    """Pages running now. glibc keeps what a page's run freed in its arenas: a used server's kept RSS climbed phase
+    after phase (374 → 507 MB) though nothing held it. So the last page to finish trims the heap (rate-limited)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._lock, self._clock = threading.Lock(), clock
+        self.running = self.trims = 0
+        self._last_s = clock()
+
+    def started(self) -> None:
+        with self._lock:
+            self.running += 1
+
+    def finished(self) -> None:
+        with self._lock:
+            self.running = max(0, self.running - 1)
+            since = self._clock() - self._last_s
+            due = since >= TRIM_BUSY_S or (self.running == 0 and since >= TRIM_EVERY_S)
+            if due:
+                self._last_s, self.trims = self._clock(), self.trims + 1
+        if due:
+            trim()
+
+
+PAGES = _Pages()
+page_started = PAGES.started  # a page's run begins (boundary.run_page)
+page_finished = PAGES.finished  # and ends: the last one running trims the heap
+
+
+def _load_libc():
+    """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas.
+
+    The arena cap comes too late to cap anything (Streamlit's threads have made 6 arenas by the first page run, and
+    glibc keeps them); capping them from the process's start changed nothing measurable (docs/memory.md).
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+        return libc
+    except (OSError, AttributeError):  # not glibc (macOS, musl): the defaults stay
+        return None
+
+
+_LIBC = _load_libc()

@@ -1,4 +1,4 @@
-"""explorer.glue.heap and caches.module_for: what a page's run freed goes back to the OS when the last running page
+"""admission.page_finished and caches.module_for: what a page's run freed goes back to the OS when the last running page
 finishes, and a heavy run's module is not kept.
 
 Before, glibc kept what light pages freed and the cache kept the largest link's module: on a used server the kept
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue import admission, caches, heap
+from explorer.glue import admission, caches
 from explorer.glue.settings import Settings
 
 LIGHT = Settings(num_heads=2, d_out=8, d_in=8, num_tokens=8, batch_size=1, context_length=8, input="random")
@@ -36,9 +36,8 @@ class Libc:
 @pytest.fixture
 def pages(monkeypatch):
     clock, libc = Clock(), Libc()
-    monkeypatch.setattr(heap.time, "monotonic", clock)
-    monkeypatch.setattr(heap, "_LIBC", libc)
-    return heap._Pages(), clock, libc
+    monkeypatch.setattr(admission, "_LIBC", libc)
+    return admission._Pages(clock), clock, libc
 
 
 def test_the_last_page_to_finish_trims_the_heap_and_not_before(pages):
@@ -59,7 +58,7 @@ def test_pages_finishing_one_after_another_trim_at_most_once_a_second(pages):
         running.started()
         running.finished()
     assert libc.trims == 0  # the last trim (the start) was under TRIM_EVERY_S ago
-    clock.now += heap.TRIM_EVERY_S
+    clock.now += admission.TRIM_EVERY_S
     running.started()
     running.finished()
     assert libc.trims == 1
@@ -72,13 +71,13 @@ def test_under_continuous_load_the_heap_is_trimmed_every_ten_seconds(pages):
         clock.now += 1
         running.started()
         running.finished()
-    assert libc.trims == 25 // heap.TRIM_BUSY_S
+    assert libc.trims == 25 // admission.TRIM_BUSY_S
     assert running.running == 1
 
 
 def test_without_glibc_a_trim_does_nothing(monkeypatch):
-    monkeypatch.setattr(heap, "_LIBC", None)
-    heap.trim()  # no error where the C library is not glibc
+    monkeypatch.setattr(admission, "_LIBC", None)
+    admission.trim()  # no error where the C library is not glibc
     admission.release_memory()
 
 
