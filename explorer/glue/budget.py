@@ -25,7 +25,7 @@ MB = 2**20
 # estimates are within 25% of the measured peak (tests/server/test_memory_budget.py), so WARM + CACHE + 1.25 × JOB
 # = 689 MB stays under 690 (tests/pages/test_budget.py).
 SMALLEST_SERVER_BYTES = 690 * MB  # Community Cloud's smallest app
-# measured: harness.visits.warm_up, 377–382 MB on five servers on 2026-12-05 (docs/memory.md, "Load phases back to
+# measured: harness.visits.warm_up, 377–383 MB on eight servers on 2026-12-05 (docs/memory.md, "Load phases back to
 # back"); 365 before Real heads and Attention variants were in the warm-up
 WARM_BYTES = 385 * MB
 CACHE_BYTES = 64 * MB  # caches.TOTAL_BYTES
