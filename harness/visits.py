@@ -36,9 +36,10 @@ class Visit:
 
 
 def warm_up(server) -> float:
-    """Open every page once at its defaults (their imports stay) and measure once on Cost (its first results add
-    66 MB that stay, at any size: measured with 64 tokens and with 1024); the server's RSS after."""
-    for page in ["", *PAGES, "Trained_heads", "Cost"]:
+    """Open every page once at its defaults (their imports stay; Real heads loads the shipped model, which stays) and
+    measure once on Cost (its first results add 66 MB that stay, at any size: measured with 64 tokens and with 1024);
+    the server's RSS after."""
+    for page in ["", *PAGES, "Trained_heads", "Cost", "Real_heads", "Attention_variants"]:
         with Session(server.port, page=page) as session:
             session.run()
             if page == "Cost":

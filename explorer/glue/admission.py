@@ -14,7 +14,8 @@ Community Cloud's smallest app). So:
   queue is full (``MAX_WAITING``), never while its turn is coming;
 * a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (between
   training steps, between measurements). A closed tab costs the server nothing more (``SessionEndedError``);
-* after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns.
+* after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns; and when
+  the last running page finishes (``page_finished``), what light pages freed goes back too.
 
 A new heavy path declares what it adds at its peak, in bytes, before it allocates anything::
 
@@ -53,7 +54,7 @@ log = logging.getLogger("mha_explorer")
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
 # What one job may add to the process at its peak (explorer.glue.budget estimates it for every page). 690 MB less what
-# a warm server holds after one visit of every page (365 MB) and the byte-bounded caches (64 MB), with room for an
+# a warm server holds after one visit of every page (385 MB) and the byte-bounded caches (64 MB), with room for an
 # estimate that errs low by a quarter (explorer.glue.budget).
 JOB_BYTES = budget.JOB_BYTES
 LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue
@@ -337,18 +338,53 @@ def release_memory() -> None:
     Cheap: the start-up heap is frozen out of the collector (``server_setup``), so this walks only what sessions made.
     """
     gc.collect()
+    trim()
+
+
+def trim() -> None:
+    """Freed heap back to the OS, without a collection; nothing where the C library is not glibc."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
+
+
+TRIM_EVERY_S = 1.0  # at most one trim a second when pages finish one after another
+TRIM_BUSY_S = 10.0  # under continuous load (a page always running), a trim at least this often
+
+
+class _Pages:
+    """Pages running now. glibc keeps what a page's run freed in its arenas: a used server's kept RSS climbed phase
+    after phase (374 → 507 MB) though nothing held it. So the last page to finish trims the heap (rate-limited)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._lock, self._clock = threading.Lock(), clock
+        self.running = self.trims = 0
+        self._last_s = clock()
+
+    def started(self) -> None:
+        with self._lock:
+            self.running += 1
+
+    def finished(self) -> None:
+        with self._lock:
+            self.running = max(0, self.running - 1)
+            since = self._clock() - self._last_s
+            due = since >= TRIM_BUSY_S or (self.running == 0 and since >= TRIM_EVERY_S)
+            if due:
+                self._last_s, self.trims = self._clock(), self.trims + 1
+        if due:
+            trim()
+
+
+PAGES = _Pages()
+page_started = PAGES.started  # a page's run begins (boundary.run_page)
+page_finished = PAGES.finished  # and ends: the last one running trims the heap
 
 
 def _load_libc():
     """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas.
 
-    The arena cap comes too late to cap anything: this module is imported on the first page run, when Streamlit's
-    threads have already made 6 arenas, and glibc keeps them (malloc_info). Capping them from the process's start
-    (``MALLOC_ARENA_MAX=2`` in the environment) was measured and changed nothing: after 60 s of 8 heads × 64 tokens
-    with fresh seeds (bench/soak.py's medium visits, 2 clients), idle RSS 311 MB with 2 arenas, 317 MB with 6, both
-    from 285 MB after the first visit.
+    The arena cap comes too late to cap anything (Streamlit's threads have made 6 arenas by the first page run, and
+    glibc keeps them); capping them from the process's start changed nothing measurable (docs/memory.md).
     """
     try:
         libc = ctypes.CDLL("libc.so.6")

@@ -253,6 +253,7 @@ def run_page(main: Callable[[], None]) -> None:
     an impossible range). Out-of-memory gets its own advice; a session that ended mid-run stops quietly.
     The user's settings stay in session state and the URL.
     """
+    admission.page_started()
     try:
         main()
     except BaseException as error:  # noqa: BLE001 - this is the page boundary
@@ -280,6 +281,7 @@ def run_page(main: Callable[[], None]) -> None:
     finally:
         if admission.ran_heavy():  # the figures a heavy run sent are garbage now: their memory goes back too
             admission.release_memory()
+        admission.page_finished()  # the last page running trims the heap (what light pages freed goes back too)
 
 
 def _offer_smaller_settings() -> None:

@@ -20,14 +20,16 @@ from dataclasses import replace
 from pathlib import Path
 
 MB = 2**20
-# What stays in memory beside the jobs: a server warmed on every page (a Cost measurement included), and every byte
-# cache full (caches.byte_cached). One job's estimate may be 200 MB; estimates are within 25% of the measured peak
-# (tests/server/test_memory_budget.py), so WARM + CACHE + 1.25 × JOB = 679 MB stays under 690
-# (tests/pages/test_budget.py).
+# What stays in memory beside the jobs: a server warmed on every page (a Cost measurement, Real heads' shipped model
+# and Attention variants included), and every byte cache full (caches.byte_cached). One job's estimate may be 192 MB;
+# estimates are within 25% of the measured peak (tests/server/test_memory_budget.py), so WARM + CACHE + 1.25 × JOB
+# = 689 MB stays under 690 (tests/pages/test_budget.py).
 SMALLEST_SERVER_BYTES = 690 * MB  # Community Cloud's smallest app
-WARM_BYTES = 365 * MB  # measured: bench/memory_report.py --pages-only (README, "A class on one small server")
+# measured: harness.visits.warm_up, 377–383 MB on eight servers on 2026-12-05 (docs/memory.md, "Load phases back to
+# back"); 365 before Real heads and Attention variants were in the warm-up
+WARM_BYTES = 385 * MB
 CACHE_BYTES = 64 * MB  # caches.TOTAL_BYTES
-JOB_BYTES = 200 * MB  # the most one job's estimate may add at its peak (admission.JOB_BYTES is this)
+JOB_BYTES = 192 * MB  # the most one job's estimate may add at its peak (admission.JOB_BYTES is this)
 ESTIMATE_ERROR = 1.25  # how far a measured peak may exceed its estimate
 FIXED_BYTES = 12 * MB  # what any run adds besides its matrices: Python objects, small figures, the page's messages
 CROSS_TOKENS = 32  # the masks page's longest query and key lengths (mha_core.teaching.MAX_CROSS_TOKENS)

@@ -325,7 +325,17 @@ def module_and_input(settings: Settings):
         module, x, labels = trained_explorer_input(settings.trained)
         return module, x, list(labels)
     x, labels = runs.build_input(settings.input_spec())
-    return cached_module(settings.module_spec()), x, labels
+    return module_for(settings), x, labels
+
+
+def module_for(settings: Settings, spec: runs.ModuleSpec | None = None):
+    """The settings' module (or ``spec``'s): shared from ``cached_module`` when light, built for this run when heavy.
+
+    A heavy run's module (up to 36 MB at d_in = d_out = 1024 in float64) kept in the cache stayed on a used server
+    after the run; heavy runs go one at a time, so building it each run costs a few ms and no memory that adds up.
+    """
+    spec = settings.module_spec() if spec is None else spec
+    return runs.build_module(spec) if is_heavy(settings) else cached_module(spec)
 
 
 def real_model_label(settings: Settings) -> str:

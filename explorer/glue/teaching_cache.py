@@ -3,7 +3,7 @@
 Every cache here is keyed on the frozen ``Settings`` and small ints, strings or frozen dataclasses, never on arrays.
 The views hold built figures, so they live in byte-bounded shared caches (``caches.byte_cached``, never mutated):
 ``st.cache_data`` would pickle them, and plotly validates every figure again when it is unpickled.
-Modules come from ``caches.cached_module`` (shared read-only); anything that changes weights works on a copy
+Modules come from ``caches.module_for`` (shared read-only); anything that changes weights works on a copy
 (see ``mha_core.teaching``). The cached values are runs (``mha_core.runs``) and the
 views drawn from them (``explorer.views``): figures and numbers.
 """
@@ -204,7 +204,7 @@ def temperature_view(settings: Settings, multiplier: str, presenter: bool) -> kn
 def _dropout_run(settings: Settings, percent: int, draw: int):
     """Dropout p = percent/100 on the settings' module (same weights: dropout has no parameters), in train mode."""
     p = percent / 100
-    module = caches.cached_module(replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
+    module = caches.module_for(settings, replace(settings.module_spec(), dropout=p))  # run_trace trains a copy
     x, labels = runs.build_input(settings.input_spec())
     return runs.run_dropout(module, x, p, settings.seed + draw), labels
 
