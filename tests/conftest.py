@@ -49,12 +49,14 @@ def speed_up_apptest() -> None:
     assert callable(getattr(manifest_scanner, "scan_component_manifests", None)), "Streamlit moved its manifest scan"
     assert getattr(app_test, "ScriptCache", None) is ScriptCache, "AppTest no longer makes its own ScriptCache"
     assert getattr(local_script_runner, "ScriptCache", None) is ScriptCache, "the runner no longer makes one either"
-    memo = functools.cache(lambda scan=manifest_scanner.scan_component_manifests: tuple(scan()))
+    scan = manifest_scanner.scan_component_manifests
+    memo = functools.cache(lambda: tuple(scan()))
 
     def scan_once(max_workers: int | None = None) -> list:
         return list(memo())
 
     scan_once.cache_info = memo.cache_info  # type: ignore[attr-defined]
+    scan_once.__wrapped__ = scan  # type: ignore[attr-defined]
     manifest_scanner.scan_component_manifests = scan_once
     shared = _SharedScriptCache()
     app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
