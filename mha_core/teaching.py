@@ -39,9 +39,9 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     0 for a one-hot row, log(n) for a row spread evenly over n keys. 0·log 0 counts as 0, so masked keys
     (weight 0) add nothing and a fully masked row (all zeros) has entropy 0.
     """
-    w = weights.double()
-    logs = torch.where(w > 0, w.log(), torch.zeros_like(w))
-    return -(w * logs).sum(-1).to(weights.dtype if weights.is_floating_point() else torch.float32)
+    # entr(x) = −x·log x with entr(0) = 0: one pass over the weights where masking the logs took four
+    entropy = torch.special.entr(weights.double()).sum(-1)
+    return entropy.to(weights.dtype if weights.is_floating_point() else torch.float32)
 
 
 def uniform_entropy(allowed: torch.Tensor) -> torch.Tensor:

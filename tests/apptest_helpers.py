@@ -1,6 +1,6 @@
 """The one set of AppTest helpers: open a page as a link opens it, check what it shows, read its charts and text.
 
-``check_page`` holds the promises every page keeps under any input (test_fuzz's, used by test_faults and
+``check_page`` holds the promises every page keeps under any input (the fuzz tests', used by test_faults and
 test_hostile_links too): no exception, no error box, a chart where the page draws one, no HTML from the user,
 no NaN unannounced.
 """

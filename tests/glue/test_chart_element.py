@@ -41,6 +41,23 @@ def test_a_keyed_chart_keeps_its_id_through_a_new_figure_and_carries_the_figure(
     assert len(new_figure["data"][0]["z"]) == 4 and new_figure != first_figure
 
 
+def test_the_manifest_scan_memo_finds_what_a_fresh_scan_finds_and_the_chart_still_draws():
+    """tests/conftest.py scans for component manifests once per process (speed_up_apptest): the app's chart is
+    declared in code, so AppTests after the first still draw it, and the memo holds what a fresh scan finds."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    for n in (2, 3):
+        at = AppTest.from_function(_one_chart, default_timeout=60)
+        at.session_state["n"] = n
+        at.run()
+        assert not at.exception
+        assert len(_chart(at)[1]["data"][0]["z"]) == n
+    assert scan.cache_info().misses == 1 and scan.cache_info().hits >= 1
+    fresh = scan.__wrapped__()
+    assert sorted((m.name, str(root)) for m, root in scan()) == sorted((m.name, str(root)) for m, root in fresh)
+
+
 def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_differs(tmp_path):
     from explorer.glue.chart import PLOTLY_JS, serve_plotly_js
 

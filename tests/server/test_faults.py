@@ -1,8 +1,9 @@
 """Faults: a GPU that is not there, a device out of memory, an exception in a page, a tab closed mid-run,
 and sessions that build modules at the same moment.
 
-Pages are discovered as in test_fuzz, so pages added later are covered. AppTest runs a page's script in this
-process, so monkeypatching the module object a page calls (``mha_core.runs``, ``explorer.glue.url``) reaches it.
+Pages are discovered as in the fuzz tests (tests/pages/fuzz_inputs.py), so pages added later are covered. AppTest
+runs a page's script in this process, so monkeypatching the module object a page calls (``mha_core.runs``,
+``explorer.glue.url``) reaches it.
 """
 
 from __future__ import annotations
