@@ -43,10 +43,11 @@ def labelled_keys(page, where: str) -> None:
 
 
 def arrived(page, step: int) -> None:
-    """The step is in the URL and its run is over (a step may queue behind a training: at most its 60 s budget)."""
+    """The step is in the URL, its run is over (a step may queue behind a training: at most its 60 s budget) and the
+    step slider shows it (presenter mode's title too: "5/12 ...")."""
     page.wait_for_function(f"() => new URLSearchParams(location.search).get('step') === '{step}'", timeout=150_000)
     settle(page, 150_000)
-    assert page.locator("h1").first.inner_text().startswith(f"{step}/{STEPS}")
+    assert page.locator(".st-key-step_number input[type='range']").input_value() == str(step)
 
 
 def test_a_clicker_walks_the_steps_in_presenter_mode_and_each_fits_the_projector(browser, app_url):
@@ -60,6 +61,7 @@ def test_a_clicker_walks_the_steps_in_presenter_mode_and_each_fits_the_projector
             page.locator("h1").first.click()  # focus the page, not a widget
             page.keyboard.press(key)
             arrived(page, step)
+            assert page.locator("h1").first.inner_text().startswith(f"{step}/{STEPS}"), key
             name = f"presenter_1280x720_step_through_{step}"
             if step in FIGURE_STEPS:
                 problems += check_presenter_page(page, "step_through", f"step {step} after {key}")
