@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import screenshot
+from .helpers import assert_charts, screenshot
 from .page_checks import (
     BOOK_TOKENS,
+    DRAWS_AT_ONCE,
     MAIN_FIGURE_PAGES,
     PAGES,
     PANEL_TICKS_JS,
@@ -43,6 +44,8 @@ def presenter_problems(page, app_url: str, slug: str, path: str, query: str, nam
     """Open one page in presenter mode and read it: the sidebar folded, the first screen, the whole page."""
     open_page(page, app_url, path, joined(query, "presenter=true"))
     press_for_results(page, slug)
+    if slug in DRAWS_AT_ONCE:
+        assert_charts(page)
     problems = []
     if page.locator("[data-testid='stSidebar']").get_attribute("data-collapsed") != "true":
         problems.append(f"{name}: the sidebar is open")
