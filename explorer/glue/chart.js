@@ -95,6 +95,27 @@ function isDark(color) {
   return 0.299 * r + 0.587 * g + 0.114 * b < 128;
 }
 
+// While plotly draws (a new figure, or a resize), the chart carries data-mha-drawing: the browser tests wait for no
+// chart to carry it rather than for a fixed time. A count, as a resize may start while a figure is being drawn.
+function drawing(plot, promise) {
+  plot.mhaDrawing = (plot.mhaDrawing || 0) + 1;
+  plot.setAttribute("data-mha-drawing", "");
+  const done = () => {
+    plot.mhaDrawing -= 1;
+    if (!plot.mhaDrawing) plot.removeAttribute("data-mha-drawing");
+  };
+  return promise.then(
+    (value) => {
+      done();
+      return value;
+    },
+    (error) => {
+      done();
+      throw error;
+    },
+  );
+}
+
 // The chart follows its place's size: the page's width changes without a window resize (the sidebar folded or
 // unfolded), and plotly's own `responsive` follows only the window. The place's width, and on a stage its height
 // too (elsewhere the height is the figure's own, and plotly drawing it must not count as a change).
@@ -104,7 +125,9 @@ function followPlace(plot) {
   plot.mhaPlace = new ResizeObserver(([entry]) => {
     const { width, height } = entry.contentRect;
     const size = plot.mhaStretch ? `${Math.round(width)}x${Math.round(height)}` : `${Math.round(width)}`;
-    if (drawn && size !== drawn && plot._fullLayout && window.Plotly) window.Plotly.Plots.resize(plot);
+    if (drawn && size !== drawn && plot._fullLayout && window.Plotly) {
+      drawing(plot, window.Plotly.Plots.resize(plot)).catch(() => {}); // rejects for a hidden chart: nothing to draw
+    }
     drawn = size;
   });
   plot.mhaPlace.observe(plot);
@@ -134,8 +157,10 @@ export default function (component) {
   plot.style.height = stretch ? "100%" : "";
   plot.mhaStretch = stretch;
   if (layout.title?.text) layout.title = { ...layout.title, text: `<b>${layout.title.text}</b>` }; // as Streamlit's
-  plotlyLoaded()
-    .then((Plotly) => Plotly.react(plot, figure.data, layout, { ...config, responsive: true }))
+  drawing(
+    plot,
+    plotlyLoaded().then((Plotly) => Plotly.react(plot, figure.data, layout, { ...config, responsive: true })),
+  )
     .then(() => parentElement.querySelector(":scope > .mha-chart-error")?.remove())
     .catch((error) => {
       let note = parentElement.querySelector(":scope > .mha-chart-error");

@@ -7,16 +7,45 @@ from pathlib import Path
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 
-def wait_for_app(page, timeout: float = 60_000) -> None:
-    """Wait until the script has finished running, as Streamlit's e2e tests do."""
+# Settled: the script has run (the app says notRunning and the toolbar shows no running man), the page has drawn its
+# title and every element (Streamlit shows a skeleton until an element's code has loaded, after the run), and every
+# chart element holds a chart plotly has drawn and is not drawing again (explorer/glue/chart.js
+# marks a drawing chart with data-mha-drawing), or its error note. All of it held for QUIET_MS, as a network-idle wait
+# does: a rerun asked for a moment ago may not have started, and a resize reaches plotly a frame after the window's.
+SETTLED_JS = """
+(quiet) => {
+  const app = document.querySelector("[data-testid='stApp']");
+  const running = !app || app.getAttribute("data-test-script-state") !== "notRunning"
+    || document.querySelector("[data-testid='stStatusWidgetRunningIcon'], [data-testid='stStatusWidgetRunningManIcon']")
+    || !document.querySelector("[data-testid='stMain'] h1")
+    || document.querySelector("[data-testid='stSkeleton']");  // an element whose code is still loading
+  const drawing = [...document.querySelectorAll("[data-testid='stBidiComponentRegular']")].some((place) => {
+    if (place.querySelector(".mha-chart-error")) return false;
+    const chart = place.querySelector(".mha-chart");
+    return !chart || chart.hasAttribute("data-mha-drawing") || !chart.querySelector("svg.main-svg");
+  });
+  const now = performance.now();
+  if (running || drawing) {
+    window.mhaSettledSince = null;
+    return false;
+  }
+  window.mhaSettledSince ??= now;
+  return now - window.mhaSettledSince >= quiet;
+}
+"""
+QUIET_MS = 300
+
+
+def settle(page, timeout: float = 120_000) -> None:
+    """Until the script has finished and every chart is drawn (see SETTLED_JS), for at most ``timeout`` ms."""
+    page.evaluate("() => { window.mhaSettledSince = null; }")
+    page.wait_for_function(SETTLED_JS, arg=QUIET_MS, timeout=timeout, polling=50)
+
+
+def wait_for_app(page, timeout: float = 120_000) -> None:
+    """The page as a visitor sees it once it stops changing: Streamlit's run over and plotly's drawing done."""
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
-    page.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)  # the script has drawn something
-    page.wait_for_function(
-        "() => { const app = document.querySelector(\"[data-testid='stApp']\");"
-        " return app && app.getAttribute('data-test-script-state') === 'notRunning'; }",
-        timeout=timeout,
-    )
-    page.wait_for_timeout(300)
+    settle(page, timeout)
 
 
 def assert_no_exception(page) -> None:
@@ -30,21 +59,10 @@ def assert_no_exception(page) -> None:
 
 
 def assert_charts(page, minimum: int = 1) -> None:
-    """The page drew its charts (plotly draws after the script ends, so wait for the first one)."""
-    charts = page.locator(".mha-chart.js-plotly-plot")
-    charts.first.wait_for(timeout=60_000)
-    count = count_at_least(page, charts, minimum)
+    """The page drew at least ``minimum`` charts (settle waits for every chart it has to be drawn)."""
+    settle(page)
+    count = page.locator(".mha-chart.js-plotly-plot").count()
     assert count >= minimum, f"{page.url}: {count} charts, expected at least {minimum}"
-
-
-def count_at_least(page, locator, minimum: int, seconds: float = 10) -> int:
-    """How many elements match, once `minimum` do or `seconds` pass: later charts mount after the first."""
-    for _ in range(int(seconds * 4)):
-        count = locator.count()
-        if count >= minimum:
-            return count
-        page.wait_for_timeout(250)
-    return locator.count()
 
 
 def screenshot(page, name: str, max_height: int = 5000) -> Path:
@@ -55,10 +73,12 @@ def screenshot(page, name: str, max_height: int = 5000) -> Path:
     if height > viewport["height"]:
         page.evaluate(PIN_STAGES_JS, True)  # presenter mode's stage is sized by the viewport: keep the first screen's
         page.set_viewport_size({"width": viewport["width"], "height": min(int(height) + 40, max_height)})
-        page.wait_for_timeout(800)
+        settle(page)  # charts whose place changed redraw
     page.screenshot(path=str(path), full_page=True)
-    page.set_viewport_size(viewport)
-    page.evaluate(PIN_STAGES_JS, False)
+    if page.viewport_size != viewport:
+        page.set_viewport_size(viewport)
+        page.evaluate(PIN_STAGES_JS, False)
+        settle(page)
     return path
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from explorer.glue.chart import PLOTLY_JS
 
-from .helpers import assert_charts, assert_no_exception, screenshot, wait_for_app
+from .helpers import assert_charts, assert_no_exception, screenshot, settle, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -87,7 +87,7 @@ def test_a_chart_follows_its_place_when_the_sidebar_folds(page, app_url):
     page.wait_for_function(
         f"() => ({widths})().some(([place], k) => place > {before}[k][0])", timeout=10_000
     )  # some place grew
-    page.wait_for_timeout(1000)
+    settle(page)  # until the charts have followed (chart.js marks a resize as drawing)
     after = page.evaluate(widths)
     grown = [k for k, (place, _) in enumerate(after) if place > before[k][0]]
     assert grown and all(after[k][1] == after[k][0] for k in grown), (before, after)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.chromium import wait_for_charts
-
-from .helpers import assert_no_exception, screenshot
+from .helpers import assert_no_exception, screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -50,8 +48,7 @@ def test_sixteen_heads_have_sixteen_colours_the_same_in_the_head_view_and_the_ba
     page = context.new_page()
     try:
         page.goto(f"{app_url}/Follow_a_token?num_heads={HEADS}&d_out={HEADS}")
-        wait_for_charts(page, 240)
-        page.wait_for_timeout(1500)  # plotly's relayout after the page settles
+        wait_for_app(page, 240_000)  # the run over, every chart drawn
         assert_no_exception(page)
         charts = page.evaluate(LEGENDS_JS)
         screenshot(page, "head_colors_follow_16_heads", max_height=9000)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.chromium import wait_for_charts
-
-from .helpers import assert_no_exception, screenshot
+from .helpers import assert_no_exception, screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -45,8 +43,7 @@ MAIN_HEATMAP_JS = """
 
 def open_page(page, url: str) -> None:
     page.goto(url)
-    wait_for_charts(page, 240)
-    page.wait_for_timeout(1500)  # plotly's relayout after the page settles
+    wait_for_app(page, 240_000)  # the run over, every chart drawn
     assert_no_exception(page)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from .helpers import screenshot
-from .test_presenter_browser import open_page, press_for_results
+from .page_checks import open_page, press_for_results
 
 pytestmark = pytest.mark.browser
 
