@@ -295,6 +295,7 @@ def test_heavy_jobs_never_overlap_and_a_waiting_job_leaves_when_its_session_ends
                 waited["ran"] = True
         except admission.SessionEndedError:
             waited["left_after"] = time.monotonic() - begin
+            waited["jobs_begun"] = len(inside)
 
     leaver = threading.Thread(target=closed_tab)
     leaver.start()
@@ -304,7 +305,8 @@ def test_heavy_jobs_never_overlap_and_a_waiting_job_leaves_when_its_session_ends
     for thread in threads:
         thread.join(10)
     assert sorted(inside) == [0, 1, 2, 3] and max(overlap) == 1 and gate.peak_active == 1
-    assert "ran" not in waited and waited["left_after"] < 1.0  # it left at the next poll, not after the others
+    # It left at its next poll, while jobs queued before it still waited (a clock bound raced under load).
+    assert "ran" not in waited and waited["jobs_begun"] < 4, waited
 
 
 def test_a_job_that_waits_too_long_is_told_the_server_is_busy():
