@@ -152,7 +152,7 @@ def test_a_full_queue_says_busy_at_once():
     begin = time.monotonic()
     with pytest.raises(admission.ServerBusyError), gate.admit("third", visitor=("s3", "c3")):
         pass
-    assert time.monotonic() - begin < 1
+    assert time.monotonic() - begin < 3  # at once: a queued job would wait out the 5 s hold
     hold.set()
     for thread in threads:
         thread.join(5)
