@@ -95,8 +95,9 @@ CLIPPED_TEXT_JS = """
     }
   }
   for (const slider of document.querySelectorAll("[data-testid='stSlider']")) {
-    const thumb = slider.querySelector("[role='slider']");
+    // Streamlit 1.67: the knob is the value label's parent (it also holds the hidden input[type=range]).
     const value = slider.querySelector("[data-testid='stSliderThumbValue']");
+    const thumb = value && value.parentElement.querySelector("input[type='range']") ? value.parentElement : null;
     if (!thumb || !value || !thumb.offsetParent) continue;
     if (slider.closest("[data-testid='stSidebar'][data-collapsed='true']")) continue;
     const a = thumb.getBoundingClientRect(), b = value.getBoundingClientRect();
