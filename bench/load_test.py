@@ -13,7 +13,10 @@ It reports rerun latency (p50, p95), the server's peak RSS (VmHWM and a 20 Hz sa
 harness/rss.py) and its RSS ``--settle-seconds`` after every session closed. Traffic goes to 127.0.0.1 only; every
 loop is bounded in count and time, and the server is stopped at the end.
 
-    python bench/load_test.py [--sessions 30 --seconds 60 --settle-seconds 60 --think 1 3]
+The sessions open their links all at the same instant (a barrier), the worst case; ``--arrive-over SECONDS`` spreads
+their arrivals evenly over that time instead (session k opens at k × SECONDS / sessions), as a class arrives.
+
+    python bench/load_test.py [--sessions 30 --seconds 60 --settle-seconds 60 --think 1 3 --arrive-over 0]
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class LoadReport:
     settle_seconds: float
     server_errors: list[str]
     disconnect: dict | None = None
+    arrive_over: float = 0
 
     @property
     def errors(self) -> list[str]:
@@ -80,10 +84,12 @@ def run_load(
     progress=print,
     root: Path = ROOT,
     env: Mapping[str, str] | None = None,
+    arrive_over: float = 0,
 ) -> LoadReport:
     """Start a server, run the sessions concurrently, close them, watch memory settle; stop the server.
 
-    ``root`` and ``env`` run another checkout or another allocator setting.
+    ``root`` and ``env`` run another checkout or another allocator setting. ``arrive_over``: seconds over which the
+    sessions arrive, evenly spaced (0: all at one instant).
     """
     with StreamlitServer(root=root, env=env) as server, RssSampler(server.pid) as sampler:
         progress(f"server up in {server.started_s:.1f} s on port {server.port}")
@@ -91,7 +97,7 @@ def run_load(
         idle = server.rss_mb()
         sampler.reset()
         logs = [SessionLog(k, urlencode(session_query(k))) for k in range(sessions)]
-        start = threading.Barrier(sessions)
+        start = threading.Barrier(sessions) if not arrive_over else None
         began = time.monotonic()
         deadline = began + seconds
         threads = [
@@ -100,7 +106,8 @@ def run_load(
             )
             for k in range(sessions)
         ]
-        for thread in threads:
+        for k, thread in enumerate(threads):
+            time.sleep(max(0.0, began + k * arrive_over / sessions - time.monotonic()))
             thread.start()
         for thread in threads:
             thread.join(timeout=max(1.0, deadline - time.monotonic()) + 240)
@@ -125,6 +132,7 @@ def run_load(
             settle_seconds=settle_seconds,
             server_errors=server_errors(server.log_text()),
             disconnect=disconnect,
+            arrive_over=arrive_over,
         )
 
 
@@ -188,8 +196,9 @@ def cold_start(query: str = "", timeout: float = 180) -> dict[str, float]:
 def markdown_report(report: LoadReport) -> str:
     firsts = [log.first for log in report.logs if log.first is not None]
     reruns = [s for log in report.logs for s in log.reruns]
+    arrival = f"arriving evenly over {report.arrive_over:.0f} s" if report.arrive_over else "arriving at one instant"
     rows = [
-        ("sessions (concurrent, each its own URL)", f"{report.sessions}"),
+        (f"sessions (concurrent, each its own URL, {arrival})", f"{report.sessions}"),
         ("duration", f"{report.seconds:.0f} s"),
         ("script runs (first loads + widget changes)", f"{report.runs} ({len(firsts)} + {len(reruns)})"),
         ("errors (exceptions, st.error, failed runs, server log)", f"{len(report.errors)}"),
@@ -241,6 +250,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("MIN", "MAX"),
         help="seconds a student waits between two widget changes",
     )
+    parser.add_argument(
+        "--arrive-over",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="spread the sessions' arrivals evenly over this many seconds (0: all at one instant)",
+    )
     parser.add_argument("--no-disconnect-check", action="store_true")
     parser.add_argument(
         "--cold-start",
@@ -250,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 200 or not 0 < args.seconds <= 1800 or not 0 <= args.settle_seconds <= 600:
         parser.error("sessions 1–200, seconds 0–1800, settle-seconds 0–600")
+    if not 0 <= args.arrive_over <= args.seconds:
+        parser.error("arrive-over 0 to --seconds: every session arrives before the run ends")
     progress = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     if args.cold_start:
         found = cold_start()
@@ -269,9 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         think=tuple(args.think),
         disconnect_check=not args.no_disconnect_check,
         progress=progress,
+        arrive_over=args.arrive_over,
     )
+    arrival = f"arriving over {args.arrive_over:.0f} s" if args.arrive_over else "arriving at one instant"
     print(
-        f"### Load test: {args.sessions} sessions, {args.seconds:.0f} s, 2 CPU cores shared with the "
+        f"### Load test: {args.sessions} sessions {arrival}, {args.seconds:.0f} s, 2 CPU cores shared with the "
         "server and the clients\n"
     )
     print(markdown_report(report))
