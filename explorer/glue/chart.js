@@ -112,12 +112,6 @@ function followPlace(plot) {
 
 export default function (component) {
   const { data, parentElement } = component;
-  if (!data?.byteLength) {
-    // No figure: the page's first element, which loads plotly.js while the rest of the page arrives (chart.preload).
-    parentElement.closest("[data-testid='stElementContainer']")?.style.setProperty("display", "none");
-    plotlyLoaded().catch(() => {}); // a chart that draws says so if it cannot load
-    return;
-  }
   let plot = parentElement.querySelector(":scope > div.mha-chart");
   if (!plot) {
     plot = document.createElement("div");

@@ -120,16 +120,6 @@ def key_of(proto) -> str:
     return proto.id.split("-", 2)[-1]
 
 
-PRELOAD_KEY = "mha-plotly-preload"
-
-
-def preload(container) -> None:
-    """A hidden element with no figure, drawn first on every page, so that plotly.js loads while the rest of the page
-    arrives, not once the first chart mounts (Streamlit's boot and the sidebar's widgets come before it)."""
-    with container:
-        _chart(data=b"", key=PRELOAD_KEY, width="stretch", height="content")
-
-
 def draw(
     container, figure, *, config: dict, key: str, width: int | str = "stretch", height="content", label: str = ""
 ) -> None:

@@ -16,7 +16,6 @@ from streamlit.errors import StreamlitAPIException
 from mha_core import devices
 from mha_core.runs import INPUT_KINDS
 
-from . import chart
 from . import settings as cfg
 from .real_models import LABELS, facts
 from .settings import FIELD_NAMES, Settings
@@ -262,7 +261,6 @@ def navigation() -> None:
             st.sidebar.page_link(script, label=label, icon=icon)
         except (StreamlitAPIException, KeyError):
             return  # a page run on its own (AppTest) has no app to link to
-    chart.preload(st.sidebar)  # before the settings: plotly.js loads while they and the page arrive
     st.sidebar.divider()
 
 

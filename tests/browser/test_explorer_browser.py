@@ -87,30 +87,6 @@ def test_a_returning_visitor_takes_plotly_js_from_the_browser_cache(browser, app
         context.close()
 
 
-# Installed before the app's scripts: in order, each plotly.js script added to the page and each chart element made.
-FIRSTS_JS = """window.__firsts = [];
-new MutationObserver(records => records.forEach(r => r.addedNodes.forEach(n => {
-  if (n.tagName === 'SCRIPT' && /plotly/.test(n.src)) window.__firsts.push('plotly.js');
-  if (n.classList?.contains('mha-chart')) window.__firsts.push('chart');
-}))).observe(document, {subtree: true, childList: true});"""
-
-
-def test_plotly_js_starts_loading_before_the_first_chart_mounts(page, app_url):
-    """The sidebar's hidden first element (chart.preload) asks for plotly.js while the rest of the page arrives: a
-    returning visitor's first page waited for Streamlit's boot and every widget before plotly.js began to load."""
-    page.add_init_script(FIRSTS_JS)
-    page.goto(app_url)
-    wait_for_app(page)
-    assert_charts(page, 5)
-    firsts = page.evaluate("window.__firsts")
-    assert firsts[0] == "plotly.js" and firsts.count("plotly.js") == 1, firsts
-    hidden = page.evaluate(
-        """() => [...document.querySelectorAll("[data-testid='stSidebar'] [data-testid='stElementContainer']")]
-        .filter(e => e.style.display === 'none').map(e => e.getBoundingClientRect().height)"""
-    )
-    assert hidden == [0], "one hidden element, taking no room in the sidebar"
-
-
 def test_a_chart_whose_plotly_js_cannot_load_says_so(page, app_url):
     page.route(f"**/app/static/{plotly_js_name()}", lambda route: route.fulfill(status=404, body="not here"))
     page.goto(app_url)
