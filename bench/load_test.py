@@ -15,6 +15,8 @@ loop is bounded in count and time, and the server is stopped at the end.
 
 The sessions open their links all at the same instant (a barrier), the worst case; ``--arrive-over SECONDS`` spreads
 their arrivals evenly over that time instead (session k opens at k × SECONDS / sessions), as a class arrives.
+The server is cold when the first arrives (it imports torch and plotly for its first session); ``--warm`` has one
+visitor open the page first, as a teacher who tried the link before the class would.
 
     python bench/load_test.py [--sessions 30 --seconds 60 --settle-seconds 60 --think 1 3 --arrive-over 0]
 """
@@ -85,14 +87,18 @@ def run_load(
     root: Path = ROOT,
     env: Mapping[str, str] | None = None,
     arrive_over: float = 0,
+    warm: bool = False,
 ) -> LoadReport:
     """Start a server, run the sessions concurrently, close them, watch memory settle; stop the server.
 
     ``root`` and ``env`` run another checkout or another allocator setting. ``arrive_over``: seconds over which the
-    sessions arrive, evenly spaced (0: all at one instant).
+    sessions arrive, evenly spaced (0: all at one instant). ``warm``: one visitor's first page before them.
     """
     with StreamlitServer(root=root, env=env) as server, RssSampler(server.pid) as sampler:
         progress(f"server up in {server.started_s:.1f} s on port {server.port}")
+        if warm:
+            with Session(server.port, urlencode(session_query(sessions))) as teacher:
+                teacher.run()
         time.sleep(2)
         idle = server.rss_mb()
         sampler.reset()
@@ -257,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="spread the sessions' arrivals evenly over this many seconds (0: all at one instant)",
     )
+    parser.add_argument("--warm", action="store_true", help="one visitor opens the page before the sessions arrive")
     parser.add_argument("--no-disconnect-check", action="store_true")
     parser.add_argument(
         "--cold-start",
@@ -288,8 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         disconnect_check=not args.no_disconnect_check,
         progress=progress,
         arrive_over=args.arrive_over,
+        warm=args.warm,
     )
     arrival = f"arriving over {args.arrive_over:.0f} s" if args.arrive_over else "arriving at one instant"
+    arrival += " at a warm server" if args.warm else " at a cold server"
     print(
         f"### Load test: {args.sessions} sessions {arrival}, {args.seconds:.0f} s, 2 CPU cores shared with the "
         "server and the clients\n"
