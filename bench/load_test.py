@@ -103,20 +103,8 @@ def run_load(
         idle = server.rss_mb()
         sampler.reset()
         logs = [SessionLog(k, urlencode(session_query(k))) for k in range(sessions)]
-        start = threading.Barrier(sessions) if not arrive_over else None
         began = time.monotonic()
-        deadline = began + seconds
-        threads = [
-            threading.Thread(
-                target=drive_session, args=(k, server.port, deadline, max_reruns, think, start, logs[k]), daemon=True
-            )
-            for k in range(sessions)
-        ]
-        for k, thread in enumerate(threads):
-            time.sleep(max(0.0, began + k * arrive_over / sessions - time.monotonic()))
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=max(1.0, deadline - time.monotonic()) + 240)
+        drive_all(server.port, logs, began + seconds, max_reruns, think, arrive_over)
         elapsed = time.monotonic() - began
         peak = sampler.peak_mb
         closed = server.rss_mb()
@@ -140,6 +128,24 @@ def run_load(
             disconnect=disconnect,
             arrive_over=arrive_over,
         )
+
+
+def drive_all(
+    port: int, logs: list[SessionLog], deadline: float, max_reruns: int, think: tuple[float, float], arrive_over: float
+) -> None:
+    """One thread per session, all started at one instant (a barrier) or one every ``arrive_over / sessions``
+    seconds; until every one has finished (or hung past the deadline by 240 s)."""
+    sessions, began = len(logs), time.monotonic()
+    start = threading.Barrier(sessions) if not arrive_over else None
+    threads = [
+        threading.Thread(target=drive_session, args=(k, port, deadline, max_reruns, think, start, log), daemon=True)
+        for k, log in enumerate(logs)
+    ]
+    for k, thread in enumerate(threads):
+        time.sleep(max(0.0, began + k * arrive_over / sessions - time.monotonic()))
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(1.0, deadline - time.monotonic()) + 240)
 
 
 def disconnect_mid_run(server: StreamlitServer, repeats: int = 1, settle_seconds: float = 5) -> dict:
@@ -242,7 +248,7 @@ def markdown_report(report: LoadReport) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=60, help="how long the sessions keep moving widgets")
@@ -270,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only measure the cold start (server process → first page rendered in Chromium)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 200 or not 0 < args.seconds <= 1800 or not 0 <= args.settle_seconds <= 600:
         parser.error("sessions 1–200, seconds 0–1800, settle-seconds 0–600")
