@@ -7,7 +7,9 @@ cache miss on both). Each visit is ``bench/browser_timing.py``'s: first paint, a
 the page's last change. The paired gain is old − new for each pair; its median says whether the change is real.
 
     git worktree add /tmp/old HEAD~1
-    python bench/browser_ab.py /tmp/old . [--case 0|1] [--pairs 8]
+``--returning``: returning visitors (browser_timing's), each profile having opened the same page once before.
+
+    python bench/browser_ab.py /tmp/old . [--case 0|1] [--pairs 8] [--returning]
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("new", type=Path, help="the new checkout's root")
     parser.add_argument("--case", choices=[str(i) for i in range(len(CASES))], default="0")
     parser.add_argument("--pairs", type=int, default=8)
+    parser.add_argument("--returning", action="store_true", help="returning visitors: each profile saw the page before")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -48,14 +51,18 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers.values():
             visit(browser, server.url, {"seed": "1"})  # each server's first visitor: imports, first compilations
         found: dict[str, dict[str, list[float]]] = {side: {"move": [], "paint": []} for side in servers}
-        print(f"{name}: {args.pairs} pairs, old {args.old} against new {args.new}")
+        kind = "returning" if args.returning else "new"
+        print(f"{name}: {args.pairs} pairs of {kind} visitors, old {args.old} against new {args.new}")
         for pair in range(args.pairs):
             order = ("old", "new") if pair % 2 == 0 else ("new", "old")
             for side in order:
-                run = visit(browser, servers[side].url, {**query, "seed": str(9000 + pair)})
+                run = visit(browser, servers[side].url, {**query, "seed": str(9000 + pair)}, returning=args.returning)
                 found[side]["move"].append(run["move"])
                 found[side]["paint"].append(run["paint"])
-            print(f"  pair {pair}: move old {found['old']['move'][-1]:.2f} s, new {found['new']['move'][-1]:.2f} s")
+            print(
+                f"  pair {pair}: paint old {found['old']['paint'][-1]:.2f} s, new {found['new']['paint'][-1]:.2f} s; "
+                f"move old {found['old']['move'][-1]:.2f} s, new {found['new']['move'][-1]:.2f} s"
+            )
         browser.close()
     for what in ("move", "paint"):
         gains = [o - n for o, n in zip(found["old"][what], found["new"][what], strict=True)]

@@ -2,7 +2,10 @@
 
 One Streamlit server (started and warmed by one visit first, as a class's server is) and headless Chromium on this
 machine. For each case, ``--repeats`` new visitors (a new browser profile: nothing cached), each with a seed of their
-own, so that every first paint and every slider move misses the server's cache as a new student's settings would:
+own, so that every first paint and every slider move misses the server's cache as a new student's settings would.
+``--returning``: returning visitors instead, each a new profile that opened the same page once before (other settings,
+so the server's cache still misses): its HTTP cache holds what the servers' headers let it keep, and every floor
+below is a returning visitor's too.
 
 * app first paint: from navigation to the page's last change (a MutationObserver on the main area and the sidebar,
   installed before the app's scripts), once the script has finished and every plotly chart has drawn;
@@ -11,20 +14,23 @@ own, so that every first paint and every slider move misses the server's cache a
   (the server's rerun and the transfer, as late as the browser's busy main thread let the message in).
 
 Beside each visit, in the same browser, the floor: a bare page that loads the plotly.js the installed plotly package
-ships (``plotly/package_data/plotly.min.js``) and draws the figures read from the app's own DOM (each chart's
-``data`` and ``layout`` as plotly.js holds them, Streamlit's theme and sizes applied), before and after the move:
+ships and draws the figures read from the app's own DOM (each chart's ``data`` and ``layout`` as plotly.js holds
+them, Streamlit's theme and sizes applied), before and after the move. The bare page and its plotly.js come from the
+app's own server, the very file the app loads (the app's static folder, explorer.glue.chart), with the same headers:
 
 * load + newPlot: from navigation until every figure is drawn (the first-paint floor);
 * react: ``Plotly.react`` of every chart from its before-figure to its after-figure (the redraw floor);
 * purge + newPlot: every chart drawn afresh with its after-figure, what a remounted chart costs plotly.js.
 
 And Streamlit's floor, on a second server: bench/streamlit_floor.py, the same settings sidebar and title and no
-figure, its num_tokens slider moved as the app's (a new visitor, the same settings). The app's move less this and
-less plotly's react is what the app adds: its server work on a miss and the elements it draws.
+figure, its first page and its num_tokens slider moved as the app's (the same kind of visitor, the same settings).
+The app's move less this and less plotly's react is what the app adds: its server work on a miss and the elements it
+draws; the same for the first page, less plotly's load + newPlot.
 
-Goal (issue 20): slider ≤ 2 × react + 0.15 s; first paint ≤ 1.5 × (load + newPlot).
+Goal (issue 20; the first page for a returning visitor too, in a later issue): slider ≤ 2 × react + 0.15 s; first
+paint ≤ 1.5 × (load + newPlot).
 
-    python bench/browser_timing.py [--repeats 3]
+    python bench/browser_timing.py [--repeats 3] [--case 0|1] [--returning]
 """
 
 from __future__ import annotations
@@ -36,9 +42,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import plotly  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from harness import chromium  # noqa: E402
 from harness.server import StreamlitServer  # noqa: E402
@@ -50,8 +55,7 @@ CASES = {
 TIMEOUT_S = 120
 QUIET_MS = 600  # the page counts as drawn once nothing in it has changed for this long
 VIEWPORT = {"width": 1600, "height": 1000}
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-FLOOR_URL = "http://floor.invalid/"
+FLOOR_HTML_NAME = "bench-floor.html"  # written into the app's static folder beside its plotly.js while this runs
 FLOOR_PAGE = "bench/streamlit_floor.py"  # Streamlit's floor: the same sidebar, no figure
 
 # Installed before any of the app's scripts: the time (ms since navigation) of the last change under the main area
@@ -85,8 +89,10 @@ QUIET_JS = "q => window.__lastChange > 0 && performance.now() - window.__lastCha
 FIGURES_JS = """() => [...document.querySelectorAll(".mha-chart.js-plotly-plot")].map(gd =>
   JSON.stringify({data: gd.data, layout: gd.layout}, (k, v) => ArrayBuffer.isView(v) ? Array.from(v) : v))"""
 
-FLOOR_HTML = f"""<!doctype html><html><head><meta charset="utf-8">
-<script src="{FLOOR_URL}plotly.min.js"></script></head><body style="margin:0"><div id="charts"></div></body></html>"""
+FLOOR_HTML = """<!doctype html><html><head><meta charset="utf-8">
+<script src="{plotly}"></script></head><body style="margin:0"><div id="charts"></div></body></html>"""
+# The plotly.js the app's page loaded (its URL, from the page's resource timings).
+PLOTLY_URL_JS = "() => performance.getEntriesByType('resource').map(e => e.name).find(n => /plotly[^/]*[.]js$/.test(n))"
 
 # newPlot of every figure into a fresh div each; resolves after two frames, with performance.now().
 NEWPLOT_JS = """async figures => {
@@ -140,15 +146,36 @@ def _drawn(page, text: str, *, charts: bool = True) -> None:
     page.wait_for_function(QUIET_JS, arg=QUIET_MS, timeout=TIMEOUT_S * 1000, polling=50)
 
 
-def visit(browser, url: str, query: dict[str, str]) -> dict:
-    """One new visitor (a new browser profile): first paint and slider move in seconds, and the figures before and
-    after the move as the app's DOM holds them."""
+def visitor(browser, init_script: str, before=None):
+    """A new browser profile; ``before(page)`` first opens the page once in it (a returning visitor's profile)."""
     context = browser.new_context(viewport=VIEWPORT)
-    context.add_init_script(WATCH_JS + WS_JS)
-    page = context.new_page()
+    context.add_init_script(init_script)
+    if before is not None:
+        page = context.new_page()
+        before(page)
+        page.close()
+    return context
+
+
+def _earlier(query: dict[str, str]) -> dict[str, str]:
+    """A returning visitor's earlier visit: the same page with another seed (so today's still misses the cache)."""
+    return {**query, "seed": str(int(query.get("seed", 0)) + 50_000)}
+
+
+def visit(browser, url: str, query: dict[str, str], *, returning: bool = False) -> dict:
+    """One visitor, new (a new browser profile) or ``returning``: first paint and slider move in seconds, and the
+    figures before and after the move as the app's DOM holds them."""
     tokens, heads, batch = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2)), 2
-    page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
-    _drawn(page, f"({batch}, {heads}, {tokens}, {tokens})")
+
+    def first_page(page, query: dict[str, str]) -> None:
+        page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
+        _drawn(page, f"({batch}, {heads}, {tokens}, {tokens})")
+
+    context = visitor(
+        browser, WATCH_JS + WS_JS, (lambda page: first_page(page, _earlier(query))) if returning else None
+    )
+    page = context.new_page()
+    first_page(page, query)
     first_paint = page.evaluate("() => window.__lastChange") / 1000  # ms since navigation began
     errors = page.locator("[data-testid='stException'], [data-testid='stAlertContentError']").count()
     if errors:
@@ -162,45 +189,63 @@ def visit(browser, url: str, query: dict[str, str]) -> dict:
     slider_move = (page.evaluate("() => window.__lastChange") - begin) / 1000
     server = (page.evaluate("() => window.__lastMessage") - begin) / 1000
     after = page.evaluate(FIGURES_JS)
+    plotly_url = page.evaluate(PLOTLY_URL_JS)
     context.close()
-    return {"paint": first_paint, "move": slider_move, "server": server, "before": before, "after": after}
+    return {
+        "paint": first_paint,
+        "move": slider_move,
+        "server": server,
+        "before": before,
+        "after": after,
+        "plotly_url": plotly_url,
+    }
 
 
-def streamlit_move(browser, url: str, query: dict[str, str]) -> float:
-    """Seconds from ``ArrowRight`` on num_tokens to the last change on bench/streamlit_floor.py (the same sidebar,
-    no figure): Streamlit's own rerun and rendering, for a new visitor, as in ``visit``."""
-    context = browser.new_context(viewport=VIEWPORT)
-    context.add_init_script(WATCH_JS)
-    page = context.new_page()
+def streamlit_floor(browser, url: str, query: dict[str, str], *, returning: bool = False) -> tuple[float, float]:
+    """(first page, slider move) in seconds on bench/streamlit_floor.py (the same sidebar, no figure): Streamlit's own
+    first page (until the page is quiet) and its move from ``ArrowRight`` on num_tokens to the last change, for the
+    same kind of visitor as in ``visit``."""
     tokens, heads = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2))
-    page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
-    _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=False)
+
+    def first_page(page, query: dict[str, str]) -> None:
+        page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
+        _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=False)
+
+    context = visitor(browser, WATCH_JS, (lambda page: first_page(page, _earlier(query))) if returning else None)
+    page = context.new_page()
+    first_page(page, query)
+    first = page.evaluate("() => window.__lastChange") / 1000
     page.locator("[data-testid='stSlider']").filter(has_text="num_tokens").locator("input").focus()
     begin = page.evaluate("() => performance.now()")
     page.keyboard.press("ArrowRight")
     _drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})", charts=False)
     move = (page.evaluate("() => window.__lastChange") - begin) / 1000
     context.close()
-    return move
+    return first, move
 
 
-def floor(browser, before: list[str], after: list[str]) -> tuple[float, float, float]:
-    """(load + newPlot, react, purge + newPlot) in seconds on a bare page in a new browser profile: plotly.js alone
-    drawing the app's figures, then redrawing them as the app's slider move did, then as a remount does."""
+def streamlit_move(browser, url: str, query: dict[str, str]) -> float:
+    """Seconds of Streamlit's own slider move for a new visitor (``streamlit_floor``)."""
+    return streamlit_floor(browser, url, query)[1]
+
+
+def floor(
+    browser, url: str, before: list[str], after: list[str], *, returning: bool = False
+) -> tuple[float, float, float]:
+    """(load + newPlot, react, purge + newPlot) in seconds on a bare page from the app's server (``url``), in a new
+    browser profile (``returning``: one that drew the same figures on the same page before): plotly.js alone drawing
+    the app's figures, then redrawing them as the app's slider move did, then as a remount does."""
     if len(before) != len(after):
         raise RuntimeError(f"{len(before)} charts before the move, {len(after)} after: no one-to-one react")
-    context = browser.new_context(viewport=VIEWPORT)
-    script = PLOTLY_JS.read_bytes()
-    context.route(
-        f"{FLOOR_URL}**",
-        lambda route: route.fulfill(
-            body=script if route.request.url.endswith(".js") else FLOOR_HTML.encode(),
-            content_type="text/javascript" if route.request.url.endswith(".js") else "text/html",
-        ),
-    )
+    floor_url = f"{url}/app/static/{FLOOR_HTML_NAME}"
+
+    def draw(page) -> float:
+        page.goto(floor_url, timeout=TIMEOUT_S * 1000)
+        return page.evaluate(NEWPLOT_JS, before) / 1000  # ms since navigation began
+
+    context = visitor(browser, "", draw if returning else None)
     page = context.new_page()
-    page.goto(FLOOR_URL, timeout=TIMEOUT_S * 1000)
-    load_and_new_plot = page.evaluate(NEWPLOT_JS, before) / 1000  # ms since navigation began
+    load_and_new_plot = draw(page)
     react = page.evaluate(REACT_JS, after)
     page.evaluate(NEWPLOT_JS, before)
     remount = page.evaluate(REMOUNT_JS, after)
@@ -208,15 +253,18 @@ def floor(browser, before: list[str], after: list[str]) -> tuple[float, float, f
     return load_and_new_plot, react, remount
 
 
-def measure(browser, urls: tuple[str, str], query: dict[str, str], repeats: int, offset: int) -> dict[str, list]:
+def measure(
+    browser, urls: tuple[str, str], query: dict[str, str], repeats: int, offset: int, *, returning: bool = False
+) -> dict[str, list]:
     """``repeats`` visits to the app (``urls[0]``), each with its floors measured straight after it (so a busy machine
-    slows all alike): plotly's, on a bare page, and Streamlit's, on bench/streamlit_floor.py (``urls[1]``)."""
-    names = ("paint", "move", "server", "newplot", "react", "remount", "streamlit")
+    slows all alike): plotly's, on a bare page from the app's server, and Streamlit's, on bench/streamlit_floor.py
+    (``urls[1]``); every one a new visitor, or every one a ``returning`` visitor."""
+    names = ("paint", "move", "server", "newplot", "react", "remount", "streamlit_first", "streamlit")
     found: dict[str, list[float]] = {name: [] for name in (*names, "charts")}
     for repeat in range(repeats):
         seeded = {**query, "seed": str(offset + repeat)}  # a new seed: a cache miss on the server
-        run = visit(browser, urls[0], seeded)
-        newplot, react, remount = floor(browser, run["before"], run["after"])
+        run = visit(browser, urls[0], seeded, returning=returning)
+        newplot, react, remount = floor(browser, urls[0], run["before"], run["after"], returning=returning)
         values = (
             run["paint"],
             run["move"],
@@ -224,7 +272,7 @@ def measure(browser, urls: tuple[str, str], query: dict[str, str], repeats: int,
             newplot,
             react,
             remount,
-            streamlit_move(browser, urls[1], seeded),
+            *streamlit_floor(browser, urls[1], seeded, returning=returning),
         )
         for name, value in zip(names, values, strict=True):
             found[name].append(value)
@@ -238,7 +286,8 @@ def table_row(name: str, found: dict[str, list[float]]) -> str:
     paint_goal, move_goal = 1.5 * newplot, 2 * react + 0.15
     return (
         f"| {name} | {max(found['charts'])} | {paint:.2f} s | {newplot:.2f} s | {paint / newplot:.1f}× | "
-        f"{paint_goal:.2f} s {'✓' if paint <= paint_goal else '✗'} | {move:.2f} s | {react:.2f} s | "
+        f"{paint_goal:.2f} s {'✓' if paint <= paint_goal else '✗'} | {median['streamlit_first']:.2f} s | "
+        f"{paint - median['streamlit_first'] - newplot:.2f} s | {move:.2f} s | {react:.2f} s | "
         f"{move / react:.1f}× | {move_goal:.2f} s {'✓' if move <= move_goal else '✗'} | {median['streamlit']:.2f} s | "
         f"{move - median['streamlit'] - react:.2f} s | {median['remount']:.2f} s | {median['server']:.2f} s |"
     )
@@ -248,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--case", choices=["all", *map(str, range(len(CASES)))], default="all")
+    parser.add_argument("--returning", action="store_true", help="returning visitors: each profile saw the page before")
+    parser.add_argument("--root", type=Path, help="another checkout's app (the code before a change), same bench")
     args = parser.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -256,24 +307,36 @@ def main(argv: list[str] | None = None) -> int:
     floor_log = Path(__file__).resolve().parents[1] / "artifacts" / "streamlit-floor.log"
     with (
         sync_playwright() as playwright,
-        StreamlitServer() as server,
+        StreamlitServer(root=args.root or ROOT) as server,
         StreamlitServer(FLOOR_PAGE, log_path=floor_log) as bare,
     ):
         browser = chromium.launch(playwright)
         start = time.perf_counter()
-        visit(browser, server.url, {"seed": "1"})  # the server's first visitor: imports, first compilations
+        warm = visit(browser, server.url, {"seed": "1"})  # the server's first visitor: imports, first compilations
         streamlit_move(browser, bare.url, {"seed": "1"})
-        print(f"(warm-up visit {time.perf_counter() - start:.1f} s; medians of {args.repeats} new visitors)")
-        print(
-            "| settings | charts | app first paint | plotly load + newPlot | ratio | goal ≤ 1.5× | "
-            "app slider → redrawn | plotly react | ratio | goal ≤ 2× + 0.15 s | Streamlit's own move (no figure) | "
-            "the rest: app − Streamlit − react | plotly purge + newPlot (a remount) | "
-            "of the move, until the last websocket message |"
-        )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for index, (name, query) in enumerate(cases):
-            found = measure(browser, (server.url, bare.url), query, args.repeats, offset=7000 + 100 * index)
-            print(table_row(name, found), flush=True)
+        static = server.root / "static"  # the bare page, served from the app's static folder beside its plotly.js
+        floor_html = static / FLOOR_HTML_NAME
+        plotly_name = warm["plotly_url"].rsplit("/", 1)[-1]
+        if warm["plotly_url"] != f"{server.url}/app/static/{plotly_name}":
+            raise RuntimeError(f"the app loaded plotly.js from {warm['plotly_url']}, not its static folder")
+        floor_html.write_text(FLOOR_HTML.format(plotly=plotly_name), encoding="utf-8")
+        try:
+            kind = "returning" if args.returning else "new"
+            print(f"(warm-up visit {time.perf_counter() - start:.1f} s; medians of {args.repeats} {kind} visitors)")
+            print(
+                "| settings | charts | app first paint | plotly load + newPlot | ratio | goal ≤ 1.5× | "
+                "Streamlit's own first page (no figure) | the rest: app − Streamlit − plotly | "
+                "app slider → redrawn | plotly react | ratio | goal ≤ 2× + 0.15 s | Streamlit's own move (no figure) | "
+                "the rest: app − Streamlit − react | plotly purge + newPlot (a remount) | "
+                "of the move, until the last websocket message |"
+            )
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for index, (name, query) in enumerate(cases):
+                offset = 7000 + 100 * index
+                found = measure(browser, (server.url, bare.url), query, args.repeats, offset, returning=args.returning)
+                print(table_row(name, found), flush=True)
+        finally:
+            floor_html.unlink(missing_ok=True)
         browser.close()
     return 0
 

@@ -15,8 +15,11 @@ criterion). From the trace, on the page's main thread:
   chart remounted gets a new one), how many elements faded stale, and the layouts plotly.js ended up with.
 
 ``--floor`` traces the same move on bench/streamlit_floor.py (the same sidebar, no figure): Streamlit's own share.
+``--first-page`` traces the first page instead, from navigation until every chart has drawn and the page is quiet,
+with the same tables and when each of the page's resources loaded; ``--returning`` makes it a returning visitor's
+(the same browser profile opened the page once before, so its HTTP cache holds what the server let it keep).
 
-    python bench/browser_trace.py [--case 0|1] [--floor] [--save trace.json]
+    python bench/browser_trace.py [--case 0|1] [--floor] [--first-page [--returning]] [--save trace.json]
 """
 
 from __future__ import annotations
@@ -168,11 +171,19 @@ def task_owner(scripts: collections.Counter) -> str:
     return "plotly.js: a chart's Plotly.react" if "plotly" in script else "Streamlit's frontend: a React pass"
 
 
-def by_task(events: list[dict], thread: tuple[int, int], move_s: float) -> dict[str, tuple[float, int]]:
-    """(ms, tasks) per owner, over the main thread's tasks from the key press to the move's end."""
+def by_task(
+    events: list[dict], thread: tuple[int, int], move_s: float, *, from_key: bool = True
+) -> dict[str, tuple[float, int]]:
+    """(ms, tasks) per owner, over the main thread's tasks from the key press (else the thread's first task) to the
+    move's (or first page's) end."""
     on_thread = [e for e in events if (e["pid"], e["tid"]) == thread and e.get("ph") == "X"]
     key = min(
-        (e["ts"] for e in on_thread if e["name"] == "EventDispatch" and e["args"]["data"].get("type") == "keydown"),
+        (
+            e["ts"]
+            for e in on_thread
+            if (e["name"] == "EventDispatch" and e["args"]["data"].get("type") == "keydown")
+            or (not from_key and e["name"] == "RunTask")
+        ),
         default=None,
     )
     if key is None:
@@ -217,9 +228,52 @@ def trace_move(browser, url: str, query: dict[str, str], save: Path | None, *, c
     report(json.loads(raw)["traceEvents"], move, drawn, stale)
 
 
-def report(events: list[dict], move: float, charts: list[dict], stale: int) -> None:
+# When each resource of the page began and ended loading (ms since navigation) and how many bytes came over the wire
+# (0: the HTTP cache answered; a revalidated or refetched file counts its bytes), the heaviest and plotly.js first.
+RESOURCES_JS = """() => performance.getEntriesByType('resource').map(e => ({
+  name: e.name.split('?')[0].split('/').pop(), start: e.startTime, end: e.responseEnd, wire: e.transferSize,
+  body: e.decodedBodySize}))"""
+
+
+def trace_first_page(
+    browser, url: str, query: dict[str, str], save: Path | None, *, returning: bool, charts: bool = True
+) -> None:
+    """Chrome's trace of a first page: navigation until every chart has drawn and the page is quiet."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script(WATCH_JS)
+    tokens, heads = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2))
+    if returning:  # the same profile saw the page once, with other settings (the server's cache misses again)
+        page = context.new_page()
+        page.goto(f"{url}/?{urlencode({**query, 'seed': str(int(query['seed']) + 1)})}", timeout=TIMEOUT_S * 1000)
+        _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
+        page.close()
+    page = context.new_page()
+    browser.start_tracing(page=page, categories=CATEGORIES)
+    page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
+    _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
+    first = page.evaluate("() => window.__lastChange") / 1000
+    raw = browser.stop_tracing()
+    resources = page.evaluate(RESOURCES_JS)
+    drawn = page.evaluate(CHARTS_JS)
+    context.close()
+    if save:
+        save.write_bytes(raw)
+    print(f"{'returning' if returning else 'new'} visitor's first page → quiet: {first:.2f} s (traced)")
+    print("\nresources: the heaviest ten and plotly.js (ms since navigation; bytes over the wire, 0: from the cache)")
+    heavy = sorted(resources, key=lambda r: -r["body"])[:10]
+    for r in sorted(
+        {id(r): r for r in heavy + [r for r in resources if "plotly" in r["name"]]}.values(), key=lambda r: r["start"]
+    ):
+        print(f"  {r['name'][:44]:44s} {r['start']:7.0f} → {r['end']:7.0f}  wire {r['wire']:>9,}  body {r['body']:>9,}")
+    print(f"  ({len(resources)} resources; the last ended at {max(r['end'] for r in resources):.0f} ms)")
+    report(json.loads(raw)["traceEvents"], first, drawn, 0, what="first page", from_key=False)
+
+
+def report(
+    events: list[dict], move: float, charts: list[dict], stale: int, *, what: str = "slider move", from_key=True
+) -> None:
     thread = main_thread(events)
-    print(f"slider move → quiet: {move:.2f} s (traced, so slower than untraced)")
+    print(f"{what} → quiet: {move:.2f} s (traced, so slower than untraced)")
     print("\nmain thread, by kind (ms):")
     for kind, ms in sorted(by_kind(events, thread).items(), key=lambda item: -item[1]):
         print(f"  {kind:28s} {ms:8.0f}")
@@ -227,15 +281,20 @@ def report(events: list[dict], move: float, charts: list[dict], stale: int) -> N
     print("\nJS self time by script (CPU profiler samples, ms):")
     for script, ms in sorted(scripts.items(), key=lambda item: -item[1])[:12]:
         print(f"  {script[:60]:60s} {ms:8.0f}")
-    print("\nmain thread, by task, from the key press to the last change (ms, tasks):")
-    for owner, (ms, count) in sorted(by_task(events, thread, move).items(), key=lambda item: -item[1][0]):
+    print(
+        f"\nmain thread, by task, from the {'key press' if from_key else 'first task'} to the last change (ms, tasks):"
+    )
+    for owner, (ms, count) in sorted(
+        by_task(events, thread, move, from_key=from_key).items(), key=lambda item: -item[1][0]
+    ):
         print(f"  {owner:44s} {ms:7.0f} {count:5d}")
     print("\nheaviest functions by self time (ms):")
     for (name, script), ms in sorted(functions.items(), key=lambda item: -item[1])[:25]:
         print(f"  {name[:40]:40s} {script[:40]:40s} {ms:7.0f}")
     kept = sum(chart["kept"] for chart in charts)
-    print(f"\ncharts: {len(charts)}, kept their element across the move: {kept} (the rest were remounted)")
-    print(f"element containers that went stale (faded) during the move: {stale}")
+    if from_key:
+        print(f"\ncharts: {len(charts)}, kept their element across the move: {kept} (the rest were remounted)")
+        print(f"element containers that went stale (faded) during the move: {stale}")
     for chart in charts:
         print(f"  {chart}")
 
@@ -247,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="a running server's URL (else one is started and warmed)")
     parser.add_argument("--seed", default="8001")
     parser.add_argument("--floor", action="store_true", help="trace bench/streamlit_floor.py: no figure")
+    parser.add_argument("--first-page", action="store_true", help="trace the first page, not a slider move")
+    parser.add_argument("--returning", action="store_true", help="the first page of a returning visitor")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -261,7 +322,12 @@ def main(argv: list[str] | None = None) -> int:
             if not args.floor:
                 chromium.wait_for_charts(page, TIMEOUT_S)
             page.close()
-        trace_move(browser, url, {**query, "seed": args.seed}, args.save, charts=not args.floor)
+        if args.first_page:
+            trace_first_page(
+                browser, url, {**query, "seed": args.seed}, args.save, returning=args.returning, charts=not args.floor
+            )
+        else:
+            trace_move(browser, url, {**query, "seed": args.seed}, args.save, charts=not args.floor)
         browser.close()
     return 0
 

@@ -13,7 +13,12 @@ It reports rerun latency (p50, p95), the server's peak RSS (VmHWM and a 20 Hz sa
 harness/rss.py) and its RSS ``--settle-seconds`` after every session closed. Traffic goes to 127.0.0.1 only; every
 loop is bounded in count and time, and the server is stopped at the end.
 
-    python bench/load_test.py [--sessions 30 --seconds 60 --settle-seconds 60 --think 1 3]
+The sessions open their links all at the same instant (a barrier), the worst case; ``--arrive-over SECONDS`` spreads
+their arrivals evenly over that time instead (session k opens at k × SECONDS / sessions), as a class arrives.
+The server is cold when the first arrives (it imports torch and plotly for its first session); ``--warm`` has one
+visitor open the page first, as a teacher who tried the link before the class would.
+
+    python bench/load_test.py [--sessions 30 --seconds 60 --settle-seconds 60 --think 1 3 --arrive-over 0]
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class LoadReport:
     settle_seconds: float
     server_errors: list[str]
     disconnect: dict | None = None
+    arrive_over: float = 0
 
     @property
     def errors(self) -> list[str]:
@@ -80,30 +86,25 @@ def run_load(
     progress=print,
     root: Path = ROOT,
     env: Mapping[str, str] | None = None,
+    arrive_over: float = 0,
+    warm: bool = False,
 ) -> LoadReport:
     """Start a server, run the sessions concurrently, close them, watch memory settle; stop the server.
 
-    ``root`` and ``env`` run another checkout or another allocator setting.
+    ``root`` and ``env`` run another checkout or another allocator setting. ``arrive_over``: seconds over which the
+    sessions arrive, evenly spaced (0: all at one instant). ``warm``: one visitor's first page before them.
     """
     with StreamlitServer(root=root, env=env) as server, RssSampler(server.pid) as sampler:
         progress(f"server up in {server.started_s:.1f} s on port {server.port}")
+        if warm:
+            with Session(server.port, urlencode(session_query(sessions))) as teacher:
+                teacher.run()
         time.sleep(2)
         idle = server.rss_mb()
         sampler.reset()
         logs = [SessionLog(k, urlencode(session_query(k))) for k in range(sessions)]
-        start = threading.Barrier(sessions)
         began = time.monotonic()
-        deadline = began + seconds
-        threads = [
-            threading.Thread(
-                target=drive_session, args=(k, server.port, deadline, max_reruns, think, start, logs[k]), daemon=True
-            )
-            for k in range(sessions)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=max(1.0, deadline - time.monotonic()) + 240)
+        drive_all(server.port, logs, began + seconds, max_reruns, think, arrive_over)
         elapsed = time.monotonic() - began
         peak = sampler.peak_mb
         closed = server.rss_mb()
@@ -125,7 +126,26 @@ def run_load(
             settle_seconds=settle_seconds,
             server_errors=server_errors(server.log_text()),
             disconnect=disconnect,
+            arrive_over=arrive_over,
         )
+
+
+def drive_all(
+    port: int, logs: list[SessionLog], deadline: float, max_reruns: int, think: tuple[float, float], arrive_over: float
+) -> None:
+    """One thread per session, all started at one instant (a barrier) or one every ``arrive_over / sessions``
+    seconds; until every one has finished (or hung past the deadline by 240 s)."""
+    sessions, began = len(logs), time.monotonic()
+    start = threading.Barrier(sessions) if not arrive_over else None
+    threads = [
+        threading.Thread(target=drive_session, args=(k, port, deadline, max_reruns, think, start, log), daemon=True)
+        for k, log in enumerate(logs)
+    ]
+    for k, thread in enumerate(threads):
+        time.sleep(max(0.0, began + k * arrive_over / sessions - time.monotonic()))
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(1.0, deadline - time.monotonic()) + 240)
 
 
 def disconnect_mid_run(server: StreamlitServer, repeats: int = 1, settle_seconds: float = 5) -> dict:
@@ -188,8 +208,9 @@ def cold_start(query: str = "", timeout: float = 180) -> dict[str, float]:
 def markdown_report(report: LoadReport) -> str:
     firsts = [log.first for log in report.logs if log.first is not None]
     reruns = [s for log in report.logs for s in log.reruns]
+    arrival = f"arriving evenly over {report.arrive_over:.0f} s" if report.arrive_over else "arriving at one instant"
     rows = [
-        ("sessions (concurrent, each its own URL)", f"{report.sessions}"),
+        (f"sessions (concurrent, each its own URL, {arrival})", f"{report.sessions}"),
         ("duration", f"{report.seconds:.0f} s"),
         ("script runs (first loads + widget changes)", f"{report.runs} ({len(firsts)} + {len(reruns)})"),
         ("errors (exceptions, st.error, failed runs, server log)", f"{len(report.errors)}"),
@@ -227,7 +248,7 @@ def markdown_report(report: LoadReport) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=60, help="how long the sessions keep moving widgets")
@@ -241,15 +262,30 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("MIN", "MAX"),
         help="seconds a student waits between two widget changes",
     )
+    parser.add_argument(
+        "--arrive-over",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="spread the sessions' arrivals evenly over this many seconds (0: all at one instant)",
+    )
+    parser.add_argument("--warm", action="store_true", help="one visitor opens the page before the sessions arrive")
     parser.add_argument("--no-disconnect-check", action="store_true")
     parser.add_argument(
         "--cold-start",
         action="store_true",
         help="only measure the cold start (server process → first page rendered in Chromium)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 200 or not 0 < args.seconds <= 1800 or not 0 <= args.settle_seconds <= 600:
         parser.error("sessions 1–200, seconds 0–1800, settle-seconds 0–600")
+    if not 0 <= args.arrive_over <= args.seconds:
+        parser.error("arrive-over 0 to --seconds: every session arrives before the run ends")
     progress = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     if args.cold_start:
         found = cold_start()
@@ -269,9 +305,13 @@ def main(argv: list[str] | None = None) -> int:
         think=tuple(args.think),
         disconnect_check=not args.no_disconnect_check,
         progress=progress,
+        arrive_over=args.arrive_over,
+        warm=args.warm,
     )
+    arrival = f"arriving over {args.arrive_over:.0f} s" if args.arrive_over else "arriving at one instant"
+    arrival += " at a warm server" if args.warm else " at a cold server"
     print(
-        f"### Load test: {args.sessions} sessions, {args.seconds:.0f} s, 2 CPU cores shared with the "
+        f"### Load test: {args.sessions} sessions {arrival}, {args.seconds:.0f} s, 2 CPU cores shared with the "
         "server and the clients\n"
     )
     print(markdown_report(report))

@@ -2,7 +2,7 @@
 // app's static folder. A rerun hands the same element new bytes and Plotly.react updates the drawn chart in place:
 // st.plotly_chart's element id hashes the figure, so every slider move remounted every chart (purge, then newPlot).
 
-const PLOTLY_SRC = "app/static/plotly.min.js"; // relative to the page: under the server's base path
+const PLOTLY_SRC = "app/static/plotly.min.js"; // relative to the page; chart.py names the served copy here
 
 function plotlyLoaded() {
   if (!window.mhaPlotly) {

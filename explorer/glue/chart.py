@@ -6,13 +6,19 @@ element keeps its id (the key) and hands the drawn chart the new figure, which `
 The figure goes as JSON bytes made once here (st.plotly_chart validated it into a dict, then serialised it).
 
 plotly.js is the one the plotly package ships, served from the app's static folder (``server.enableStaticServing``):
-``serve_plotly_js`` puts a copy there at start-up, so the drawn version always matches the package's figures.
+``serve_plotly_js`` puts a copy there at start-up, so the drawn version always matches the package's figures. Its
+name carries its content's hash and its date is long past, so that a returning visitor's browser keeps it: Streamlit
+serves that folder with no Cache-Control and answers no revalidation with a 304 (each one downloaded the whole file,
+gzipped anew on the server: 1.5 MB and 0.4 s of CPU), and a date is the one thing the app sets, from which browsers
+judge a file's freshness (RFC 9111 §4.2.2: a tenth of its age; docs/benchmarks.md, the returning visitor).
 """
 
 from __future__ import annotations
 
 import contextlib
 import filecmp
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -31,18 +37,41 @@ CHART_JS = (Path(__file__).with_name("chart.js")).read_text(encoding="utf-8")
 APP_STATIC = Path(__file__).resolve().parents[2] / "static"  # served at <base>/app/static/ (config.toml)
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
-_chart = st.components.v2.component("mha_chart", js=CHART_JS, isolate_styles=False)
+SERVED_DATE = 946_684_800  # 2000-01-01: the served copy's modification time (a name never served other bytes)
+
+
+@functools.cache
+def plotly_js_name() -> str:
+    """The served copy's file name: plotly-<package version>.<its content's hash>.min.js, so that a new plotly.js
+    gets a new name and a browser's copy under a name is never stale."""
+    digest = hashlib.sha256(PLOTLY_JS.read_bytes()).hexdigest()[:12]
+    return f"plotly-{plotly.__version__}.{digest}.min.js"
+
+
+def chart_js() -> str:
+    """chart.js with the served copy's name where it loads plotly.js."""
+    src = 'const PLOTLY_SRC = "app/static/plotly.min.js";'
+    if src not in CHART_JS:
+        raise RuntimeError(f"chart.js no longer says {src!r}: name the served plotly.js there")
+    return CHART_JS.replace(src, f'const PLOTLY_SRC = "app/static/{plotly_js_name()}";')
+
+
+_chart = st.components.v2.component("mha_chart", js=chart_js(), isolate_styles=False)
 
 
 def serve_plotly_js(static: Path = APP_STATIC) -> Path:
-    """Copy the plotly package's plotly.min.js into the app's static folder unless the same file is there."""
-    target = static / PLOTLY_JS.name
+    """Copy the plotly package's plotly.min.js into the app's static folder, dated ``SERVED_DATE``, unless the same
+    file is there."""
+    target = static / plotly_js_name()
     if not (target.exists() and filecmp.cmp(PLOTLY_JS, target, shallow=False)):
         static.mkdir(exist_ok=True)
         partial = target.with_suffix(f".{os.getpid()}.partial")  # one per process: processes may start together
         shutil.copyfile(PLOTLY_JS, partial)
+        os.utime(partial, (SERVED_DATE, SERVED_DATE))
         partial.replace(target)  # atomic: a browser never loads half a file
         log.info("serving plotly.js %s from %s", plotly.__version__, target)
+    elif target.stat().st_mtime != SERVED_DATE:  # a copy made before the date was set
+        os.utime(target, (SERVED_DATE, SERVED_DATE))
     return target
 
 

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from explorer.glue.chart import PLOTLY_JS
+from explorer.glue.chart import PLOTLY_JS, plotly_js_name
 
 from .helpers import assert_charts, assert_no_exception, screenshot, settle, wait_for_app
 
@@ -58,13 +58,37 @@ def test_the_charts_draw_with_the_plotly_js_the_plotly_package_ships(defaults_pa
     assert_charts(page, 5)
     assert_no_exception(page)
     loaded = page.evaluate("performance.getEntriesByType('resource').map(e => e.name).filter(n => /plotly/i.test(n))")
-    assert loaded == [f"{app_url}/app/static/plotly.min.js"]
+    assert loaded == [f"{app_url}/app/static/{plotly_js_name()}"]
     shipped = re.search(r"plotly\.js v(\S+)", PLOTLY_JS.read_text(encoding="utf-8")[:200]).group(1)
     assert page.evaluate("window.Plotly.version") == shipped
 
 
+def test_a_returning_visitor_takes_plotly_js_from_the_browser_cache(browser, app_url):
+    """The second page in the same profile asks the server for no plotly.js: Streamlit's static folder sends no
+    Cache-Control and never a 304, so without a fresh cached copy each visit downloaded all of it again."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    try:
+        sizes = []
+        for _ in range(2):
+            page = context.new_page()
+            page.goto(app_url)
+            wait_for_app(page)
+            assert_charts(page, 5)
+            sizes.append(
+                page.evaluate(
+                    "performance.getEntriesByType('resource').filter(e => /plotly/.test(e.name))"
+                    ".map(e => [e.transferSize, e.decodedBodySize])"
+                )
+            )
+            page.close()
+        assert sizes[0][0][0] > 0, "the first visit downloaded it"
+        assert sizes[1] == [[0, sizes[0][0][1]]], "the returning visit took the whole file from its cache"
+    finally:
+        context.close()
+
+
 def test_a_chart_whose_plotly_js_cannot_load_says_so(page, app_url):
-    page.route("**/app/static/plotly.min.js", lambda route: route.fulfill(status=404, body="not here"))
+    page.route(f"**/app/static/{plotly_js_name()}", lambda route: route.fulfill(status=404, body="not here"))
     page.goto(app_url)
     wait_for_app(page)
     note = page.locator(".mha-chart-error").first

@@ -59,16 +59,31 @@ def test_the_manifest_scan_memo_finds_what_a_fresh_scan_finds_and_the_chart_stil
 
 
 def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_differs(tmp_path):
-    from explorer.glue.chart import PLOTLY_JS, serve_plotly_js
+    from explorer.glue.chart import PLOTLY_JS, SERVED_DATE, plotly_js_name, serve_plotly_js
 
     served = serve_plotly_js(tmp_path / "static")
-    assert served.read_bytes() == PLOTLY_JS.read_bytes()
-    first = served.stat().st_mtime_ns
-    assert serve_plotly_js(tmp_path / "static") == served and served.stat().st_mtime_ns == first  # left alone
+    assert served.read_bytes() == PLOTLY_JS.read_bytes() and served.stat().st_mtime == SERVED_DATE
+    first = served.stat().st_ctime_ns
+    assert serve_plotly_js(tmp_path / "static") == served and served.stat().st_ctime_ns == first  # left alone
     served.write_text("stale")
     serve_plotly_js(tmp_path / "static")
-    assert served.read_bytes() == PLOTLY_JS.read_bytes()
-    assert [p.name for p in (tmp_path / "static").iterdir()] == ["plotly.min.js"]  # no partial copy left
+    assert served.read_bytes() == PLOTLY_JS.read_bytes() and served.stat().st_mtime == SERVED_DATE
+    assert [p.name for p in (tmp_path / "static").iterdir()] == [plotly_js_name()]  # no partial copy left
+
+
+def test_the_served_plotly_js_is_named_by_its_version_and_content_and_the_chart_loads_that_name():
+    """A browser keeps the file for long (its date is old): a new plotly.js must come under a new name."""
+    import hashlib
+
+    import plotly
+
+    from explorer.glue import chart
+
+    name = chart.plotly_js_name()
+    digest = hashlib.sha256(chart.PLOTLY_JS.read_bytes()).hexdigest()[:12]
+    assert name == f"plotly-{plotly.__version__}.{digest}.min.js"
+    assert f'const PLOTLY_SRC = "app/static/{name}";' in chart.chart_js()
+    assert 'plotly.min.js"' not in chart.chart_js()
 
 
 def test_each_process_writes_its_own_partial_copy(tmp_path, monkeypatch):
@@ -83,7 +98,7 @@ def test_each_process_writes_its_own_partial_copy(tmp_path, monkeypatch):
     copy = shutil.copyfile
     monkeypatch.setattr(chart.shutil, "copyfile", lambda src, dst: written.append(Path(dst).name) or copy(src, dst))
     chart.serve_plotly_js(tmp_path / "static")
-    assert written == [f"plotly.min.{os.getpid()}.partial"]
+    assert written == [chart.plotly_js_name().replace(".js", f".{os.getpid()}.partial")]
 
 
 def test_a_figures_json_is_made_once_per_figure_object_and_forgotten_with_it(monkeypatch):
