@@ -351,7 +351,8 @@ PRESENTER_CSS = """
   [data-testid="stTable"] > div { overflow-x: auto; }
   pre code { font-size: 1.05rem; }
   [data-testid="stSidebar"] [data-testid="stPageLink-NavLink"] span { white-space: normal; overflow: visible; }
-  [data-testid="stSliderThumbValue"] { transform: translateY(-0.35rem); }
+  [data-testid="stSliderThumbValue"] { transform: translateY(-0.55rem); }
+  [data-testid="stSlider"] > label + div { padding-top: 0.3rem; }
   [data-testid="stToolbarActions"], [data-testid="stDecoration"], footer { display: none; }
   [data-testid="stHeader"] { background: transparent; height: 2.2rem; min-height: 2.2rem; }
   .block-container, [data-testid="stMainBlockContainer"] { padding-top: 1.6rem; padding-bottom: 2rem;
