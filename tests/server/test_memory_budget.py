@@ -37,6 +37,7 @@ CASES = [(page, name, {}) for page, name in PAGES.items()] + [
     ("Heads_and_references", "references", {"part": "references"}),
     ("Cost", "cost", {"max_tokens": "1024"}),  # float64: fitted to 256 tokens
     ("Cost", "cost-float32", {"max_tokens": "1024", "dtype": "float32"}),  # fitted to 512 tokens
+    ("Attention_variants", "variants", {}),  # five variants' traces, float32 whatever the link asks
 ]
 
 
