@@ -50,7 +50,7 @@ FACTORS: dict[str, tuple[float, float, float]] = {
     "npz": (9.0, 11.0, 0.0),  # the trace, its arrays as numpy, and the compressed file held while it is served
     "cost": (4.3, 4.3, 0.0),  # the Cost measurement at its longest length; its weights: COST_WEIGHT_COPIES
     # five traces in float32 (MHA, GQA, MQA, MLA, SWA; five matrices each, as the explorer's) and one view's figures;
-    # measured at the worst link on a server of its own: +199 MB, 192 estimated (tests/server/test_memory_budget.py)
+    # measured at the worst link on a server of its own: +199 MB, 191 estimated (tests/server/test_memory_budget.py)
     "variants": (27.0, 27.0, 1.0),
 }
 # The Cost measurement's weights, per d_model² element (d_in = d_out = d_model): six copies in the run's dtype (the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from urllib.parse import urlencode
 
 import pytest
@@ -46,6 +47,8 @@ def estimate_mb(name: str, query: dict) -> float:
     settings = parse_query(query)[0]
     if name.startswith("cost"):
         return budget.cost_need_bytes(measuring.cost_spec(settings, int(query["max_tokens"]))) / 2**20
+    if name == "variants":  # fitted as it runs, float32 and eval (pages/9_Attention_variants.py)
+        settings = replace(settings, dtype="float32", train=False)
     return budget.need_bytes(name, budget.fitted(name, settings)) / 2**20
 
 
