@@ -13,14 +13,17 @@ below is a returning visitor's too.
   the captions and every chart has drawn; of it, the time until the page took the server's last websocket message
   (the server's rerun and the transfer, as late as the browser's busy main thread let the message in).
 
-Beside each visit, in the same browser, the floor: a bare page that loads the plotly.js the installed plotly package
-ships and draws the figures read from the app's own DOM (each chart's ``data`` and ``layout`` as plotly.js holds
-them, Streamlit's theme and sizes applied), before and after the move. The bare page and its plotly.js come from the
+Beside each visit, in the same browser, the floor: a bare page that loads the plotly.js the app's charts load (the
+cartesian bundle at the plotly package's plotly.js version, explorer.glue.chart) and draws the figures read from the
+app's own DOM (each chart's ``data`` and ``layout`` as plotly.js holds them, Streamlit's theme and sizes applied),
+before and after the move. The bare page and its plotly.js come from the
 app's own server, the very file the app loads (the app's static folder, explorer.glue.chart), with the same headers:
 
 * load + newPlot: from navigation until every figure is drawn (the first-paint floor);
 * react: ``Plotly.react`` of every chart from its before-figure to its after-figure (the redraw floor);
 * purge + newPlot: every chart drawn afresh with its after-figure, what a remounted chart costs plotly.js.
+* load + newPlot with the full plotly.min.js the plotly package ships (every trace type, 4.8 MB): the first-paint
+  floor as it stood before the app loaded the cartesian bundle (1.5 MB), so that a ratio is also read against it.
 
 And Streamlit's floor, on a second server: bench/streamlit_floor.py, the same settings sidebar and title and no
 figure, its first page and its num_tokens slider moved as the app's (the same kind of visitor, the same settings).
@@ -36,6 +39,8 @@ paint ≤ 1.5 × (load + newPlot).
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
 import sys
 import time
@@ -45,6 +50,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from explorer.glue.chart import PACKAGE_JS, SERVED_DATE  # noqa: E402
 from harness import chromium  # noqa: E402
 from harness.server import StreamlitServer  # noqa: E402
 
@@ -56,6 +62,8 @@ TIMEOUT_S = 120
 QUIET_MS = 600  # the page counts as drawn once nothing in it has changed for this long
 VIEWPORT = {"width": 1600, "height": 1000}
 FLOOR_HTML_NAME = "bench-floor.html"  # written into the app's static folder beside its plotly.js while this runs
+FULL_HTML_NAME = "bench-floor-full.html"  # the same with the plotly package's full plotly.min.js (every trace type)
+FULL_JS_NAME = "bench-plotly-full.min.js"  # that copy, dated as the app's own so that a browser keeps it alike
 FLOOR_PAGE = "bench/streamlit_floor.py"  # Streamlit's floor: the same sidebar, no figure
 
 # Installed before any of the app's scripts: the time (ms since navigation) of the last change under the main area
@@ -230,14 +238,14 @@ def streamlit_move(browser, url: str, query: dict[str, str]) -> float:
 
 
 def floor(
-    browser, url: str, before: list[str], after: list[str], *, returning: bool = False
+    browser, url: str, before: list[str], after: list[str], *, returning: bool = False, html: str = FLOOR_HTML_NAME
 ) -> tuple[float, float, float]:
     """(load + newPlot, react, purge + newPlot) in seconds on a bare page from the app's server (``url``), in a new
     browser profile (``returning``: one that drew the same figures on the same page before): plotly.js alone drawing
     the app's figures, then redrawing them as the app's slider move did, then as a remount does."""
     if len(before) != len(after):
         raise RuntimeError(f"{len(before)} charts before the move, {len(after)} after: no one-to-one react")
-    floor_url = f"{url}/app/static/{FLOOR_HTML_NAME}"
+    floor_url = f"{url}/app/static/{html}"
 
     def draw(page) -> float:
         page.goto(floor_url, timeout=TIMEOUT_S * 1000)
@@ -259,7 +267,7 @@ def measure(
     """``repeats`` visits to the app (``urls[0]``), each with its floors measured straight after it (so a busy machine
     slows all alike): plotly's, on a bare page from the app's server, and Streamlit's, on bench/streamlit_floor.py
     (``urls[1]``); every one a new visitor, or every one a ``returning`` visitor."""
-    names = ("paint", "move", "server", "newplot", "react", "remount", "streamlit_first", "streamlit")
+    names = ("paint", "move", "server", "newplot", "react", "remount", "streamlit_first", "streamlit", "full")
     found: dict[str, list[float]] = {name: [] for name in (*names, "charts")}
     for repeat in range(repeats):
         seeded = {**query, "seed": str(offset + repeat)}  # a new seed: a cache miss on the server
@@ -273,6 +281,7 @@ def measure(
             react,
             remount,
             *streamlit_floor(browser, urls[1], seeded, returning=returning),
+            floor(browser, urls[0], run["before"], run["after"], returning=returning, html=FULL_HTML_NAME)[0],
         )
         for name, value in zip(names, values, strict=True):
             found[name].append(value)
@@ -289,7 +298,8 @@ def table_row(name: str, found: dict[str, list[float]]) -> str:
         f"{paint_goal:.2f} s {'✓' if paint <= paint_goal else '✗'} | {median['streamlit_first']:.2f} s | "
         f"{paint - median['streamlit_first'] - newplot:.2f} s | {move:.2f} s | {react:.2f} s | "
         f"{move / react:.1f}× | {move_goal:.2f} s {'✓' if move <= move_goal else '✗'} | {median['streamlit']:.2f} s | "
-        f"{move - median['streamlit'] - react:.2f} s | {median['remount']:.2f} s | {median['server']:.2f} s |"
+        f"{move - median['streamlit'] - react:.2f} s | {median['remount']:.2f} s | {median['server']:.2f} s | "
+        f"{median['full']:.2f} s | {paint / median['full']:.2f}× |"
     )
 
 
@@ -320,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
         if warm["plotly_url"] != f"{server.url}/app/static/{plotly_name}":
             raise RuntimeError(f"the app loaded plotly.js from {warm['plotly_url']}, not its static folder")
         floor_html.write_text(FLOOR_HTML.format(plotly=plotly_name), encoding="utf-8")
+        full_js, full_html = static / FULL_JS_NAME, static / FULL_HTML_NAME
+        shutil.copyfile(PACKAGE_JS, full_js)
+        os.utime(full_js, (SERVED_DATE, SERVED_DATE))
+        full_html.write_text(FLOOR_HTML.format(plotly=FULL_JS_NAME), encoding="utf-8")
         try:
             kind = "returning" if args.returning else "new"
             print(f"(warm-up visit {time.perf_counter() - start:.1f} s; medians of {args.repeats} {kind} visitors)")
@@ -328,15 +342,17 @@ def main(argv: list[str] | None = None) -> int:
                 "Streamlit's own first page (no figure) | the rest: app − Streamlit − plotly | "
                 "app slider → redrawn | plotly react | ratio | goal ≤ 2× + 0.15 s | Streamlit's own move (no figure) | "
                 "the rest: app − Streamlit − react | plotly purge + newPlot (a remount) | "
-                "of the move, until the last websocket message |"
+                "of the move, until the last websocket message | plotly load + newPlot with the full plotly.min.js | "
+                "app first paint / that |"
             )
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for index, (name, query) in enumerate(cases):
                 offset = 7000 + 100 * index
                 found = measure(browser, (server.url, bare.url), query, args.repeats, offset, returning=args.returning)
                 print(table_row(name, found), flush=True)
         finally:
-            floor_html.unlink(missing_ok=True)
+            for written in (floor_html, full_html, full_js):
+                written.unlink(missing_ok=True)
         browser.close()
     return 0
 

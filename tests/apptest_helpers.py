@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue.chart import ELEMENT, figure_of, key_of
+from explorer.glue.chart import CARTESIAN_TRACES, ELEMENT, figure_of, key_of
 from explorer.views.figures import decode_array as decode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,5 +198,7 @@ def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: b
         figure = figure_of(chart.proto)
         bad = [s for s in strings(figure) if DANGEROUS.search(s)]
         assert not bad, f"{where}: markup in a figure: {bad[0][:300]!r}"
+        missing = {trace.get("type", "scatter") for trace in figure["data"]} - CARTESIAN_TRACES
+        assert not missing, f"{where}: {chart.proto.id}: trace types {missing} are not in the charts' plotly.js bundle"
         problems = unannounced_nan(figure)
         assert not problems, f"{where}: {chart.proto.id}: {problems[:3]}"

@@ -5,7 +5,10 @@ new element: React unmounted the old chart and plotly drew the new one from noth
 element keeps its id (the key) and hands the drawn chart the new figure, which ``Plotly.react`` updates in place.
 The figure goes as JSON bytes made once here (st.plotly_chart validated it into a dict, then serialised it).
 
-plotly.js is the one the plotly package ships, served from the app's static folder (``server.enableStaticServing``):
+plotly.js is plotly.js's own cartesian bundle (vendor/: npm's plotly.js-cartesian-dist-min, MIT) at the version the
+plotly package ships, else the package's full bundle: the app draws only heatmap, scatter and bar traces, and a
+browser evaluates the full 4.8 MB bundle in about 1.4 s on these cores, the 1.5 MB one in about 0.7 s
+(docs/benchmarks.md). It is served from the app's static folder (``server.enableStaticServing``):
 ``serve_plotly_js`` puts a copy there at start-up, so the drawn version always matches the package's figures. Its
 name carries its content's hash and its date is long past, so that a returning visitor's browser keeps it: Streamlit
 serves that folder with no Cache-Control and answers no revalidation with a 304 (each one downloaded the whole file,
@@ -35,16 +38,40 @@ log = logging.getLogger("mha_explorer")
 
 CHART_JS = (Path(__file__).with_name("chart.js")).read_text(encoding="utf-8")
 APP_STATIC = Path(__file__).resolve().parents[2] / "static"  # served at <base>/app/static/ (config.toml)
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+PACKAGE_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # every trace type: 4.8 MB
+CARTESIAN_JS = Path(__file__).with_name("vendor") / "plotly-cartesian.min.js"  # these trace types: 1.5 MB
+CARTESIAN_TRACES = frozenset(
+    {"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour", "image", "pie", "scatter"}
+    | {"scatterternary", "violin"}
+)
 
 SERVED_DATE = 946_684_800  # 2000-01-01: the served copy's modification time (a name never served other bytes)
+
+
+def bundle_version(path: Path) -> str:
+    """The plotly.js version a bundle's banner names ("plotly.js v4.1.1", "plotly.js (cartesian - minified) v4.1.1")."""
+    found = re.search(r"plotly\.js[^\n]*? v(\d+\.\d+\.\d+)", path.read_text(encoding="utf-8")[:300])
+    if found is None:
+        raise RuntimeError(f"{path} names no plotly.js version in its banner")
+    return found.group(1)
+
+
+@functools.cache
+def plotly_js_path() -> Path:
+    """The bundle the charts load: the cartesian one where it is the plotly.js version the plotly package's figures are
+    made for, else the package's own (a newer plotly without a new vendor/ bundle still draws, more slowly)."""
+    if bundle_version(CARTESIAN_JS) == bundle_version(PACKAGE_JS):
+        return CARTESIAN_JS
+    wanted = bundle_version(PACKAGE_JS)
+    log.warning("vendor/plotly-cartesian.min.js is not plotly.js %s: serving the full bundle", wanted)
+    return PACKAGE_JS
 
 
 @functools.cache
 def plotly_js_name() -> str:
     """The served copy's file name: plotly-<package version>.<its content's hash>.min.js, so that a new plotly.js
     gets a new name and a browser's copy under a name is never stale."""
-    digest = hashlib.sha256(PLOTLY_JS.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(plotly_js_path().read_bytes()).hexdigest()[:12]
     return f"plotly-{plotly.__version__}.{digest}.min.js"
 
 
@@ -60,16 +87,16 @@ _chart = st.components.v2.component("mha_chart", js=chart_js(), isolate_styles=F
 
 
 def serve_plotly_js(static: Path = APP_STATIC) -> Path:
-    """Copy the plotly package's plotly.min.js into the app's static folder, dated ``SERVED_DATE``, unless the same
-    file is there."""
-    target = static / plotly_js_name()
-    if not (target.exists() and filecmp.cmp(PLOTLY_JS, target, shallow=False)):
+    """Copy the charts' plotly.js (``plotly_js_path``) into the app's static folder, dated ``SERVED_DATE``, unless the
+    same file is there."""
+    target, source = static / plotly_js_name(), plotly_js_path()
+    if not (target.exists() and filecmp.cmp(source, target, shallow=False)):
         static.mkdir(exist_ok=True)
         partial = target.with_suffix(f".{os.getpid()}.partial")  # one per process: processes may start together
-        shutil.copyfile(PLOTLY_JS, partial)
+        shutil.copyfile(source, partial)
         os.utime(partial, (SERVED_DATE, SERVED_DATE))
         partial.replace(target)  # atomic: a browser never loads half a file
-        log.info("serving plotly.js %s from %s", plotly.__version__, target)
+        log.info("serving plotly.js %s (%s) from %s", bundle_version(source), source.name, target)
     elif target.stat().st_mtime != SERVED_DATE:  # a copy made before the date was set
         os.utime(target, (SERVED_DATE, SERVED_DATE))
     return target

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from explorer.glue.chart import PLOTLY_JS, plotly_js_name
+from explorer.glue.chart import PACKAGE_JS, plotly_js_name
 
 from .helpers import assert_charts, assert_no_exception, screenshot, settle, wait_for_app
 
@@ -51,15 +51,15 @@ def defaults_page(browser, app_url):
     context.close()
 
 
-def test_the_charts_draw_with_the_plotly_js_the_plotly_package_ships(defaults_page, app_url):
-    """The chart element loads plotly.js once, from the app's static folder, and it is the package's own build: the
-    figures' JSON is written for it."""
+def test_the_charts_draw_with_the_plotly_js_version_the_plotly_package_ships(defaults_page, app_url):
+    """The chart element loads plotly.js once, from the app's static folder, at the version of the package's own
+    build (the figures' JSON is written for it)."""
     page = defaults_page
     assert_charts(page, 5)
     assert_no_exception(page)
     loaded = page.evaluate("performance.getEntriesByType('resource').map(e => e.name).filter(n => /plotly/i.test(n))")
     assert loaded == [f"{app_url}/app/static/{plotly_js_name()}"]
-    shipped = re.search(r"plotly\.js v(\S+)", PLOTLY_JS.read_text(encoding="utf-8")[:200]).group(1)
+    shipped = re.search(r"plotly\.js v(\S+)", PACKAGE_JS.read_text(encoding="utf-8")[:200]).group(1)
     assert page.evaluate("window.Plotly.version") == shipped
 
 

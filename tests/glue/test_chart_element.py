@@ -5,6 +5,7 @@ chart and plotly.js drew the new one from nothing (issue 20). tests/browser/test
 browser that the new figure is drawn.
 """
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.glue.chart import ELEMENT, figure_of, key_of
@@ -59,7 +60,9 @@ def test_the_manifest_scan_memo_finds_what_a_fresh_scan_finds_and_the_chart_stil
 
 
 def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_differs(tmp_path):
-    from explorer.glue.chart import PLOTLY_JS, SERVED_DATE, plotly_js_name, serve_plotly_js
+    from explorer.glue.chart import SERVED_DATE, plotly_js_name, plotly_js_path, serve_plotly_js
+
+    PLOTLY_JS = plotly_js_path()
 
     served = serve_plotly_js(tmp_path / "static")
     assert served.read_bytes() == PLOTLY_JS.read_bytes() and served.stat().st_mtime == SERVED_DATE
@@ -80,10 +83,37 @@ def test_the_served_plotly_js_is_named_by_its_version_and_content_and_the_chart_
     from explorer.glue import chart
 
     name = chart.plotly_js_name()
-    digest = hashlib.sha256(chart.PLOTLY_JS.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(chart.plotly_js_path().read_bytes()).hexdigest()[:12]
     assert name == f"plotly-{plotly.__version__}.{digest}.min.js"
     assert f'const PLOTLY_SRC = "app/static/{name}";' in chart.chart_js()
     assert 'plotly.min.js"' not in chart.chart_js()
+
+
+def test_the_charts_load_the_cartesian_bundle_of_the_package_plotly_js_version_else_the_full_one(monkeypatch):
+    """The vendored cartesian bundle is what the charts load while it is the plotly.js version the plotly package
+    ships (a newer plotly with an older vendor/ bundle gets the package's own, which draws every trace type)."""
+    from explorer.glue import chart
+
+    assert chart.bundle_version(chart.CARTESIAN_JS) == chart.bundle_version(chart.PACKAGE_JS)
+    assert chart.plotly_js_path() == chart.CARTESIAN_JS
+    assert chart.CARTESIAN_JS.stat().st_size < chart.PACKAGE_JS.stat().st_size / 3
+    monkeypatch.setattr(chart, "bundle_version", lambda path: "9.9.9" if path == chart.PACKAGE_JS else "4.1.1")
+    chart.plotly_js_path.cache_clear()
+    try:
+        assert chart.plotly_js_path() == chart.PACKAGE_JS
+    finally:
+        monkeypatch.undo()
+        chart.plotly_js_path.cache_clear()
+    assert chart.plotly_js_path() == chart.CARTESIAN_JS
+
+
+def test_a_bundle_without_a_version_banner_is_refused(tmp_path):
+    from explorer.glue import chart
+
+    unnamed = tmp_path / "plotly.min.js"
+    unnamed.write_text("var Plotly = {};")
+    with pytest.raises(RuntimeError, match="names no plotly.js version"):
+        chart.bundle_version(unnamed)
 
 
 def test_each_process_writes_its_own_partial_copy(tmp_path, monkeypatch):
