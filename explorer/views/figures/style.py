@@ -257,7 +257,7 @@ def finish_figure(
     legend_entries, the legend's length, makes the figure tall enough to show all of it.
     Figures are built as dicts because plotly validates every property set on a figure object, which made a
     figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
-    (``tests/views/test_figures.py``), so it is wrapped here without validating it again.
+    (``tests/views/test_figure_builders.py``), so it is wrapped here without validating it again.
     """
     title_px, subtitle_px = _font(presenter, 1.3), _font(presenter, 0.85)
     wrapped = wrap(title, TITLE_CHARS_PRESENTER if presenter else TITLE_CHARS)
@@ -301,7 +301,7 @@ def finish_figure(
 
 # plotly.js's default on a numeric axis and a colour bar, "hide past div", measures every tick label's box after each
 # label is placed: n labels, n² forced layouts of the page (0.5 s of a 6-token slider move in the app, issue 20).
-# The figures are sized so that every label fits (tests/test_figure_rules.py), so nothing is hidden either way.
+# The figures are sized so that every label fits (tests/views/test_figure_rules.py), so nothing is hidden either way.
 NO_OVERFLOW_CHECK = "allow"
 
 
