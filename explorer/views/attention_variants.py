@@ -55,7 +55,7 @@ def _group_strip(groups: list[int], kv_heads: int, kind: str, presenter: bool) -
         "xgap": 3,
         "hovertemplate": "%{x} reads K/V head %{z}<extra></extra>",
     }
-    layout = {"yaxis": {"showticklabels": False, "ticks": ""}}  # one unnamed row: the heads are named below it
+    layout = {"yaxis": {"showticklabels": False}}  # one unnamed row: the heads are named below it
     title = f"{kind}: {h} query heads read {kv_heads} key/value head{'s' * (kv_heads != 1)}"
     return figures.finish_figure({"data": [trace], "layout": layout}, title, presenter, plot_px=70, below_px=30)
 

@@ -6,6 +6,7 @@ sizes).
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ import torch
 from explorer.glue.settings import Settings
 from explorer.views import (
     attention_explorer,
+    attention_variants,
     knobs_that_teach,
     masks_and_cross_attention,
     step_through,
@@ -22,6 +24,7 @@ from explorer.views import (
 from explorer.views import figures as F
 from explorer.views.figures import style
 from mha_core import runs, teaching
+from mha_core.variant_runs import VariantSpec, run_variants
 
 from .figure_checks import DIGIT, panel_px, plot_height, run_at, values_of, weights_figures
 
@@ -34,6 +37,23 @@ def every_figure(run):
     yield from weights_figures(run).values()
     yield F.line_chart([1, 2], {"a": [1, 2]}, title="l", x_title="x", y_title="y")
     yield F.bar_chart(["a"], [1.0], title="b", y_title="y")
+
+
+def test_an_axis_without_tick_labels_draws_no_tick_marks(run32):
+    """Seen: a dash left of Attention variants' K/V strip, whose one row is unnamed. The page's template colours the
+    ticks, which makes plotly.js draw them unless the figure says ``ticks: ""``."""
+    torch.manual_seed(0)
+    spec = VariantSpec(d_in=3, d_out=12, num_heads=6, context_length=10, num_kv_groups=2, latent_dim=4, window=3)
+    variants = run_variants(spec, torch.rand(2, 8, 3), [f"t{i}" for i in range(8)])
+    figures = [*every_figure(run32), *(p.figure for p in attention_variants.heads_panels(variants, "GQA", 0, False))]
+    unlabelled = 0
+    for fig in figures:
+        for name in fig.layout:
+            axis = fig.layout[name]
+            if re.fullmatch("[xy]axis[0-9]*", name) and axis.showticklabels is False:
+                unlabelled += 1
+                assert axis.ticks == "", (fig.layout.title.text, name)
+    assert unlabelled >= 2  # the strip's y axis and the heads grid's other panels at least
 
 
 def test_no_figure_paints_a_background_or_fixes_the_text_colour(run32):

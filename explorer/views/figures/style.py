@@ -278,7 +278,7 @@ def finish_figure(
         subtitle = wrap(subtitle, round(TITLE_CHARS * 1.3 if not presenter else TITLE_CHARS_PRESENTER * 1.3))
         title_layout["subtitle"] = {"text": subtitle, "font": {"size": subtitle_px}}
         top += round(1.4 * subtitle_px) * (subtitle.count("<br>") + 1)
-    layout = spec.setdefault("layout", {})
+    layout = _no_tick_marks_without_labels(spec.setdefault("layout", {}))
     layout.update(
         template=_NO_TEMPLATE,
         title=title_layout,
@@ -303,6 +303,16 @@ def finish_figure(
 # label is placed: n labels, n² forced layouts of the page (0.5 s of a 6-token slider move in the app, issue 20).
 # The figures are sized so that every label fits (tests/views/test_figure_rules.py), so nothing is hidden either way.
 NO_OVERFLOW_CHECK = "allow"
+
+
+def _no_tick_marks_without_labels(layout: dict) -> dict:
+    """An axis that hides its tick labels draws no tick marks either. The page's template colours every axis's ticks
+    (explorer/glue/chart.js), and plotly.js draws coloured ticks "outside" unless a figure says otherwise: a stray dash
+    beside an unnamed axis (seen on Attention variants' K/V strip)."""
+    for key, axis in layout.items():
+        if re.fullmatch("[xy]axis[0-9]*", key) and axis.get("showticklabels") is False:
+            axis.setdefault("ticks", "")
+    return layout
 
 
 def _set_text_sizes(layout: dict, presenter: bool) -> dict:
