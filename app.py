@@ -1,12 +1,14 @@
 """The Explorer: the book's MultiHeadAttention run from sliders, every step drawn head by head.
 
-Pages lay out; they do not compute. Settings live in explorer.glue.sidebar and .url, caches in .caches, the
+Pages lay out; they do not compute. Settings live in explorer.glue.frame.sidebar and .url, caches in .caches, the
 figures in explorer.views.attention_explorer and explorer.views.figures, the numbers in mha_core.
 """
 
 import streamlit as st
 
-from explorer.glue import boundary, caches, sidebar, url
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.memory import caches
+from explorer.glue.state import url
 from explorer.views.attention_explorer import BOOK_ROWS, SECTIONS
 
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍", layout="wide")

@@ -1,7 +1,7 @@
 """Forward-pass cost of each way to run the module, as ratios to a minimal SDPA implementation.
 
 The book's bonus setup: batch 8, 1024 tokens, d_in = d_out = 768, 12 heads. Every variant is measured in the same
-run by the Cost page's own loop (``mha_core.profiling.median_seconds``: one warm-up call, then the median of
+run by the Cost page's own loop (``mha_core.runs.profiling.median_seconds``: one warm-up call, then the median of
 ``--rounds`` calls, synchronised on CUDA); the table reports each median as a ratio to the minimal
 F.scaled_dot_product_attention.
 
@@ -18,9 +18,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mha_core.modules import MultiHeadAttention, trace_forward  # noqa: E402
-from mha_core.profiling import median_seconds  # noqa: E402
-from mha_core.reference import sdpa_forward, to_torch_mha  # noqa: E402
+from mha_core.attention.modules import MultiHeadAttention, trace_forward  # noqa: E402
+from mha_core.attention.reference import sdpa_forward, to_torch_mha  # noqa: E402
+from mha_core.runs.profiling import median_seconds  # noqa: E402
 
 
 def variants(module: MultiHeadAttention, x: torch.Tensor) -> dict:

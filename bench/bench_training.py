@@ -17,8 +17,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from mha_core.tasks import TASKS  # noqa: E402
-from mha_core.training import train  # noqa: E402
+from mha_core.toy.tasks import TASKS  # noqa: E402
+from mha_core.toy.tiny_training import train  # noqa: E402
 
 
 def bench_row(task_name: str, device: str, seed: int) -> str:

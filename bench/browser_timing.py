@@ -14,10 +14,11 @@ below is a returning visitor's too.
   (the server's rerun and the transfer, as late as the browser's busy main thread let the message in).
 
 Beside each visit, in the same browser, the floor: a bare page that loads the plotly.js the app's charts load (the
-cartesian bundle at the plotly package's plotly.js version, explorer.glue.chart) and draws the figures read from the
-app's own DOM (each chart's ``data`` and ``layout`` as plotly.js holds them, Streamlit's theme and sizes applied),
+cartesian bundle at the plotly package's plotly.js version, explorer.glue.frame.chart) and draws the figures read from
+the app's own DOM (each chart's ``data`` and ``layout`` as plotly.js holds them, Streamlit's theme and sizes applied),
 before and after the move. The bare page and its plotly.js come from the
-app's own server, the very file the app loads (the app's static folder, explorer.glue.chart), with the same headers:
+app's own server, the very file the app loads (the app's static folder, explorer.glue.frame.chart), with the same
+headers:
 
 * load + newPlot: from navigation until every figure is drawn (the first-paint floor);
 * react: ``Plotly.react`` of every chart from its before-figure to its after-figure (the redraw floor);
@@ -50,7 +51,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer.glue.chart import PACKAGE_JS, SERVED_DATE  # noqa: E402
+from explorer.glue.frame.chart import PACKAGE_JS, SERVED_DATE  # noqa: E402
 from harness import chromium  # noqa: E402
 from harness.server import StreamlitServer  # noqa: E402
 

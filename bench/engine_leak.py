@@ -1,8 +1,8 @@
 """Does serialising the explorer's figures leave memory behind? plotly's JSON engines side by side.
 
 ``st.plotly_chart`` turns every figure into JSON with ``plotly.io.to_json``. plotly's default engine ("auto")
-takes orjson when it is installed; explorer.glue.server_setup pins ``json``. For each engine, in one process: build
-the explorer's figures for ``--runs`` runs at 8 heads × 64 tokens, each with a fresh seed (what a class that moves
+takes orjson when it is installed; explorer.glue.frame.server_setup pins ``json``. For each engine, in one process:
+build the explorer's figures for ``--runs`` runs at 8 heads × 64 tokens, each with a fresh seed (what a class that moves
 the seed does), serialise them as Streamlit does, drop everything, collect, hand freed memory back, and read
 glibc's heap in use (mallinfo2), Python's allocated blocks and RSS. Then the time to serialise one figure (median
 of 5 passes over one run's figures; run it on a quiet machine).
@@ -31,9 +31,9 @@ if str(ROOT) not in sys.path:
 import plotly.io  # noqa: E402
 import plotly.tools  # noqa: E402
 
-from explorer.glue.settings import Settings  # noqa: E402
+from explorer.glue.state.settings import Settings  # noqa: E402
 from explorer.views import attention_explorer  # noqa: E402
-from mha_core import runs  # noqa: E402
+from mha_core.runs import forward as runs  # noqa: E402
 
 
 class _Mallinfo2(ctypes.Structure):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from explorer.glue.settings import parse_query  # noqa: E402
+from explorer.glue.state.settings import parse_query  # noqa: E402
 from explorer.views import attention_explorer, figures  # noqa: E402
-from mha_core import runs  # noqa: E402
+from mha_core.runs import forward as runs  # noqa: E402
 
 CASES = {
     "default: the book, 2 heads × 6 tokens": {},

@@ -42,8 +42,8 @@ def write_fake_gpt2(folder: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from mha_core.gpt import GPT2_CONFIG
-    from mha_core.gpt2_weights import expected_shapes
+    from mha_core.gpt.model import GPT2_CONFIG
+    from mha_core.gpt.pretrained import expected_shapes
 
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "model.safetensors").is_file():
@@ -99,9 +99,9 @@ def load(kind: str, folder: Path):
     """The model, loaded one way or the other (None for 'none')."""
     import torch
 
-    from mha_core.gpt import GPT2_CONFIG
-    from mha_core.gpt2_download import load_gpt2
-    from mha_core.gpt2_weights import load_hf_gpt2
+    from mha_core.gpt.download import load_gpt2
+    from mha_core.gpt.model import GPT2_CONFIG
+    from mha_core.gpt.pretrained import load_hf_gpt2
 
     if kind == "ours":
         return load_gpt2(folder)[0]
@@ -133,7 +133,7 @@ def child(name: str, folder: Path) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    import mha_core.gpt  # noqa: F401 (the app has it imported already)
+    import mha_core.gpt.model  # noqa: F401 (the app has it imported already)
     from harness.rss import reset_hwm
 
     kind, job = SCENARIOS[name]
@@ -148,11 +148,12 @@ def child(name: str, folder: Path) -> dict:
 
 
 def table(results: dict[str, dict]) -> str:
-    from mha_core.gpt2_download import gpt2_bytes
+    from mha_core.gpt.download import gpt2_bytes
 
     torch_mb = results["import torch"]["loaded_mb"]
     lines = [
-        f"torch (+ mha_core.gpt) alone: {torch_mb:.0f} MB kept, {results['import torch']['load_peak_mb']:.0f} peak",
+        f"torch (+ mha_core.gpt.model) alone: {torch_mb:.0f} MB kept, "
+        f"{results['import torch']['load_peak_mb']:.0f} peak",
         "",
         "| scenario | peak RSS MB | kept RSS MB | peak above torch | kept above torch | estimate MB (gpt2_bytes) |",
         "|---|---:|---:|---:|---:|---:|",

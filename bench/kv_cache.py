@@ -24,12 +24,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mha_core.cached_generation import forward_cached, private_copy, reset_kv_cache, with_attention  # noqa: E402
-from mha_core.gpt import GPT_CONFIG_124M, GPTModel  # noqa: E402
-from mha_core.gpt_training import load_shipped  # noqa: E402
-from mha_core.kv_memory import CacheConfig  # noqa: E402
-from mha_core.variant_runs import VariantSpec, build_variant  # noqa: E402
-from mha_core.variants import cache_bytes  # noqa: E402
+from mha_core.gpt.model import GPT_CONFIG_124M, GPTModel  # noqa: E402
+from mha_core.gpt.training import load_shipped  # noqa: E402
+from mha_core.variants.cached_generation import forward_cached, private_copy, reset_kv_cache, with_attention  # noqa: E402
+from mha_core.variants.kv_memory import CacheConfig  # noqa: E402
+from mha_core.variants.layers import cache_bytes  # noqa: E402
+from mha_core.variants.page_runs import VariantSpec, build_variant  # noqa: E402
 
 
 def sync(device: torch.device) -> None:

@@ -176,7 +176,7 @@ step("import streamlit, plotly", lambda: (__import__("streamlit"), __import__("p
 sys.path.insert(0, sys.argv[1])
 step(
     "import explorer, mha_core",
-    lambda: (__import__("explorer.views.attention_explorer"), __import__("mha_core.runs")),
+    lambda: (__import__("explorer.views.attention_explorer"), __import__("mha_core.runs.forward")),
 )
 import numpy as np
 from explorer.glue import settings as cfg
@@ -266,8 +266,8 @@ def breakdown() -> dict:
 
 def page_table(progress, root: Path = ROOT) -> tuple[float, list[dict]]:
     """(warm RSS, one row per page and dtype: fitted tokens, estimate, added, peak and kept MB)."""
-    from explorer.glue import budget
-    from explorer.glue.settings import parse_query
+    from explorer.glue.memory import budget
+    from explorer.glue.state.settings import parse_query
 
     rows = []
     with StreamlitServer(log_path=ROOT / "artifacts" / "streamlit-memory-report.log", root=root) as server:
@@ -289,8 +289,8 @@ def page_table(progress, root: Path = ROOT) -> tuple[float, list[dict]]:
 
 def cost_row(server, label: str, query: dict) -> dict:
     """The Cost page measures on a click: the visit presses Measure."""
-    from explorer.glue import budget, measuring
-    from explorer.glue.settings import parse_query
+    from explorer.glue.memory import budget, measuring
+    from explorer.glue.state.settings import parse_query
 
     seen = visit(server, "Cost", query, settle_s=2, press="cost_measure")
     spec = measuring.cost_spec(parse_query(query)[0], int(query["max_tokens"]))
@@ -328,7 +328,7 @@ def markdown(found: list[Scenario], parts: dict | None, title: str = "this check
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in found:
-        data = s.cache_bytes.get("explorer.glue.caches.cached_view", 0)
+        data = s.cache_bytes.get("explorer.glue.memory.caches.cached_view", 0)
         lines.append(
             f"| {s.name} | {s.sessions} | {s.before_mb:.0f} | **{s.peak_mb:.0f}** | {s.open_mb:.0f} | "
             f"{s.closed_mb:.0f} | {s.settled_mb:.0f} | {s.seconds:.1f} s | {len(s.errors)} | "

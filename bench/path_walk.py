@@ -63,7 +63,8 @@ MAX_ROOMS, MAX_CLIMBS = 8, 1  # issue 23
 
 
 def room_of_file(filename: str) -> str | None:
-    """The project module a code object belongs to ("mha_core.runs", "pages/1_Step_through.py"); None outside."""
+    """The project module a code object belongs to ("mha_core.runs.forward", "pages/1_Step_through.py"); None
+    outside."""
     try:
         relative = Path(filename).resolve().relative_to(ROOT)
     except ValueError:
@@ -199,7 +200,7 @@ def walk_page(page: str, timeout: float, follow_settings: bool = False) -> dict:
     torch.set_num_threads(1)
     import_everything()
     if follow_settings:
-        from explorer.glue.settings import Settings
+        from explorer.glue.state.settings import Settings
 
         marked_calls: list[tuple[str | None, str, str]] = []
         tracer = make_settings_tracer(marked_calls, Marks(Settings))

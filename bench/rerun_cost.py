@@ -10,7 +10,8 @@ as the server runs it; AppTest's own polling and parsing are left out):
 The floor is what no implementation can avoid: one traced forward pass of the settings' module, plus turning the
 numbers the page shows (every array in its figures, decoded from what was sent) into JSON text. Miss and hit are the
 medians of ``--repeats`` rounds, interleaved, so a busy machine slows both alike; the floor's two parts are timed by
-the Cost page's own loop (``mha_core.profiling.median_seconds``: a warm-up, then the median of ``--repeats`` calls).
+the Cost page's own loop (``mha_core.runs.profiling.median_seconds``: a warm-up, then the median of ``--repeats``
+calls).
 
     python bench/rerun_cost.py [--repeats 5]
 """
@@ -33,12 +34,14 @@ sys.path.insert(0, str(ROOT))
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorer.glue import boundary, caches, training_cache  # noqa: E402, F401  (boundary sets torch's threads, as the server does)
-from explorer.glue.chart import ELEMENT, figure_of  # noqa: E402
-from explorer.glue.settings import parse_query  # noqa: E402
+from explorer.glue.cached import training_runs  # noqa: E402, F401
+from explorer.glue.frame import boundary  # noqa: E402, F401  (boundary sets torch's threads, as the server does)
+from explorer.glue.frame.chart import ELEMENT, figure_of  # noqa: E402
+from explorer.glue.memory import caches  # noqa: E402
+from explorer.glue.state.settings import parse_query  # noqa: E402
 from explorer.views.figures import decode_array  # noqa: E402
-from mha_core import runs  # noqa: E402
-from mha_core.profiling import median_seconds  # noqa: E402
+from mha_core.runs import forward as runs  # noqa: E402
+from mha_core.runs.profiling import median_seconds  # noqa: E402
 
 PAGES = {
     "Explorer": "app.py",
@@ -121,8 +124,8 @@ def _forward(query: dict[str, str]):
 
 def _clear_page_caches(page: str) -> None:
     if page.endswith("5_Trained_heads.py"):  # the trained model stays (training is not a rerun): its views go
-        training_cache._trained_view.clear()
-        training_cache._inspection.clear()
+        training_runs._trained_view.clear()
+        training_runs._inspection.clear()
         return
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -159,7 +162,7 @@ def _open(page: str, query: dict[str, str]) -> AppTest:
     if page.endswith("5_Trained_heads.py") and not at.button(key="tr_train").disabled:  # disabled: already trained
         at.button(key="tr_train").click().run()
         for _ in range(200):  # the job trains in its own thread; the page follows it
-            if at.get(ELEMENT) and not training_cache.current_job():
+            if at.get(ELEMENT) and not training_runs.current_job():
                 break
             time.sleep(0.1)
             at.run()

@@ -27,10 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rerun_cost  # noqa: E402  (sets up the path and times boundary.run_page)
 import streamlit as st  # noqa: E402
 
-from explorer.glue import caches, chart  # noqa: E402
+from explorer.glue.frame import chart  # noqa: E402
+from explorer.glue.memory import caches
 from explorer.views import attention_explorer  # noqa: E402
 from explorer.views.figures import heatmap_traces, style  # noqa: E402
-from mha_core import runs  # noqa: E402
+from mha_core.runs import forward as runs  # noqa: E402
 
 CASES = {
     "8 heads × 512 tokens": {"num_heads": "8", "num_tokens": "512", "context_length": "1024", "input": "random"},

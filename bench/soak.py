@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--idle-clear-seconds",
         type=float,
         default=None,
-        help="the server clears its caches after this long without a visitor (explorer.glue.idle; "
+        help="the server clears its caches after this long without a visitor (explorer.glue.memory.idle; "
         "production: 300); shorten it to see a compressed soak's idle RSS",
     )
     parser.add_argument(
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": args.seconds,
                 "clients": args.clients,
                 "settle_seconds": args.settle_seconds,
-                "idle_clear_seconds": args.idle_clear_seconds or "production (explorer.glue.idle)",
+                "idle_clear_seconds": args.idle_clear_seconds or "production (explorer.glue.memory.idle)",
                 "kinds": kinds,
                 "start_mb": round(start_mb),
                 "warm_start_mb": None if warm_mb is None else round(warm_mb),

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st  # noqa: E402
 
-from explorer.glue import sidebar  # noqa: E402
+from explorer.glue.frame import sidebar  # noqa: E402
 
 st.set_page_config(page_title="Streamlit floor", layout="wide")
 sidebar.presenter_toggle()

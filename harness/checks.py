@@ -15,11 +15,11 @@ from urllib.parse import parse_qs
 import numpy as np
 import torch
 
-from explorer.glue import settings as cfg
-from explorer.glue.settings import Settings
+from explorer.glue.state import settings as cfg
+from explorer.glue.state.settings import Settings
 from explorer.views.figures import decode_array
 from harness.session import RunResult
-from mha_core import runs
+from mha_core.runs import forward as runs
 
 
 def shown_output(figure: dict) -> np.ndarray | None:

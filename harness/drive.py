@@ -15,8 +15,8 @@ import numpy as np
 import websocket
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from explorer.glue import settings as cfg
-from explorer.glue.settings import Settings
+from explorer.glue.state import settings as cfg
+from explorer.glue.state.settings import Settings
 from harness.checks import Check, check_run, settings_from_query
 from harness.session import RunResult, Session
 

@@ -17,7 +17,7 @@ from harness.rss import tree_rss_mb
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # every socket the harness opens goes here, and only here
 # glibc: two malloc arenas, and blocks of 1 MiB or more mmapped, from the process's start. The app's mallopt at
-# import (explorer.glue.admission) comes after Streamlit's threads made their arenas, so tests that watch RSS
+# import (explorer.glue.memory.admission) comes after Streamlit's threads made their arenas, so tests that watch RSS
 # closely set it from the environment (``StreamlitServer(env=MALLOC_ENV)``).
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 

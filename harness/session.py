@@ -19,7 +19,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from explorer.glue.chart import ELEMENT, figure_of
+from explorer.glue.frame.chart import ELEMENT, figure_of
 from harness.server import HOST
 
 

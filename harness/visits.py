@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from harness.rss import RssSampler
 from harness.session import RunResult, Session
 
-# Every page's URL name ("" is the explorer, app.py) and the explorer.glue.budget page it runs by default.
+# Every page's URL name ("" is the explorer, app.py) and the explorer.glue.memory.budget page it runs by default.
 PAGES = {
     "": "explorer",
     "Step_through": "step",

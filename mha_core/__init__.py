@@ -1,7 +1,7 @@
 """Multi-head attention, traced step by step. Torch only: no streamlit, no plotly."""
 
-from .attention import ExplicitAttention, FusedAttention
-from .modules import MultiHeadAttention, QKVMultiHeadAttention, StepInfo, Trace, trace_forward
+from mha_core.attention.kernels import ExplicitAttention, FusedAttention
+from mha_core.attention.modules import MultiHeadAttention, QKVMultiHeadAttention, StepInfo, Trace, trace_forward
 
 __all__ = [
     "ExplicitAttention",

@@ -9,7 +9,9 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
-from explorer.glue import boundary, sidebar, teaching_cache, trained_link, url
+from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.state import trained_link, url
 from explorer.views.step_notes import PREVIOUS_TOKEN_LINK
 from explorer.views.step_through_steps import STEP_COUNT, STEPS
 

@@ -7,7 +7,11 @@
 
 import streamlit as st
 
-from explorer.glue import boundary, caches, real_circuits, sidebar, teaching_cache, url
+from explorer.glue.cached import real_circuits
+from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.memory import caches
+from explorer.glue.state import url
 from explorer.views import head_circuits, heads_and_references
 
 st.set_page_config(page_title="Heads and references · Multi-Head Attention Explorer", page_icon="🧩", layout="wide")

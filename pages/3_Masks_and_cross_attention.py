@@ -9,8 +9,10 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from explorer.glue import boundary, sidebar, teaching_cache, url
-from explorer.glue.url import MASK_IMPLEMENTATIONS, MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
+from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.state import url
+from explorer.glue.state.url import MASK_IMPLEMENTATIONS, MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
 from explorer.views import heads_and_references
 from explorer.views import masks_and_cross_attention as views
 

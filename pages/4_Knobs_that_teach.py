@@ -6,8 +6,11 @@ Each knob runs the same MultiHeadAttention: with ExplicitAttention(scale=...), o
 
 import streamlit as st
 
-from explorer.glue import boundary, caches, sidebar, teaching_cache, url
-from explorer.glue.url import PRESETS, SCALE_MULTIPLIERS
+from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.memory import caches
+from explorer.glue.state import url
+from explorer.glue.state.url import PRESETS, SCALE_MULTIPLIERS
 
 st.set_page_config(page_title="Knobs that teach · Multi-Head Attention Explorer", page_icon="🎛️", layout="wide")
 

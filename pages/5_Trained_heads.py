@@ -1,7 +1,7 @@
 """Trained heads: train a tiny model built from the real MultiHeadAttention, then look at what its heads learned.
 
-Pages lay out; they do not compute. Training and its caches live in explorer.glue.training_cache, the
-figures in explorer.views.trained_heads, the model and tasks in mha_core.training.
+Pages lay out; they do not compute. Training and its caches live in explorer.glue.cached.training_runs, the
+figures in explorer.views.trained_heads, the model and tasks in mha_core.toy.tiny_training.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from explorer.glue import boundary, sidebar, trained_link, training_cache, url
-from explorer.glue import settings as cfg
-from explorer.glue.url import TASKS
+from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.state import settings as cfg
+from explorer.glue.state import trained_link, url
+from explorer.glue.state.url import TASKS
 from explorer.views import trained_heads
 
 st.set_page_config(page_title="Trained heads · Multi-Head Attention Explorer", page_icon="🎓", layout="wide")

@@ -1,13 +1,15 @@
 """Cost: how time and memory grow with the sequence length, for four ways to run the same attention.
 
-The measurement (explorer.glue.measuring, mha_core.profiling) uses the sidebar's device, dtype, num_heads,
+The measurement (explorer.glue.memory.measuring, mha_core.runs.profiling) uses the sidebar's device, dtype, num_heads,
 head_dim and batch_size; the figures and the table come from explorer.views.cost.
 Nothing is measured until "Measure" is pressed.
 """
 
 import streamlit as st
 
-from explorer.glue import admission, boundary, budget, measuring, sidebar, url
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.memory import admission, budget, measuring
+from explorer.glue.state import url
 from explorer.views import cost
 from explorer.views.figures.panel import Panel
 

@@ -6,7 +6,10 @@ The token and batch element are in the URL (?token=1&batch=0). Every number come
 
 import streamlit as st
 
-from explorer.glue import boundary, caches, sidebar, teaching_cache, url
+from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.memory import caches
+from explorer.glue.state import url
 from explorer.views import follow_a_token
 
 st.set_page_config(page_title="Follow a token · Multi-Head Attention Explorer", page_icon="🔎", layout="wide")

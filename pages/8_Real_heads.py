@@ -2,8 +2,8 @@
 to open any head in the Explorer or Follow a token on that layer's real input.
 
 The model and the sentence are the session's settings (``?model=own|gpt2&text=...``, fitted in
-explorer.glue.real_fit); the readings are cached per (model, text) in explorer.glue.real_models, the figures built in
-explorer.views.real_heads.
+explorer.glue.state.real_fit); the readings are cached per (model, text) in explorer.glue.cached.real_models, the
+figures built in explorer.views.real_heads.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
-from explorer.glue import boundary, real_circuits, real_models, sidebar, url, user_text
-from explorer.glue import settings as cfg
+from explorer.glue.cached import real_circuits, real_models
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.state import settings as cfg
+from explorer.glue.state import url, user_text
 from explorer.views import induction_circuit, real_heads
 
 st.set_page_config(page_title="Real heads · Multi-Head Attention Explorer", page_icon="🧠", layout="wide")

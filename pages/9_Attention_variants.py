@@ -1,7 +1,7 @@
 """Attention variants: a KV cache, grouped-query and multi-query, latent and sliding-window attention.
 
-Five modules built from the sidebar's shape and seed (explorer.glue.variants_cache, mha_core.variant_runs), drawn by
-explorer.views.attention_variants: which key/value head each query head reads, the KV cache's bytes against the
+Five modules built from the sidebar's shape and seed (explorer.glue.cached.variant_runs, mha_core.variants.page_runs),
+drawn by explorer.views.attention_variants: which key/value head each query head reads, the KV cache's bytes against the
 context length for this module and named models, and decoding one token at a time with the cache.
 """
 
@@ -9,7 +9,11 @@ from dataclasses import replace
 
 import streamlit as st
 
-from explorer.glue import boundary, caches, sidebar, teaching_cache, url, variants_cache
+from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.cached import variant_runs as variants_cache
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.memory import caches
+from explorer.glue.state import url
 from explorer.views import attention_variants, attention_variants_decoding
 
 st.set_page_config(page_title="Attention variants · Multi-Head Attention Explorer", page_icon="🔀", layout="wide")

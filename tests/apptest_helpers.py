@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue.chart import CARTESIAN_TRACES, ELEMENT, figure_of, key_of
+from explorer.glue.frame.chart import CARTESIAN_TRACES, ELEMENT, figure_of, key_of
 from explorer.views.figures import decode_array as decode
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -83,7 +83,7 @@ def one_thread():
 @pytest.fixture
 def fresh_caches():
     """Cached views and modules would answer without calling what a test patches: empty them, before and after."""
-    from explorer.glue import caches
+    from explorer.glue.memory import caches
 
     st.cache_data.clear()
     st.cache_resource.clear()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import step_through_steps
-from mha_core import runs
+from mha_core.runs import forward as runs
 
 
 def step(key: str) -> step_through_steps.Step:

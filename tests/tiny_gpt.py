@@ -7,8 +7,8 @@ import functools
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from mha_core.gpt import GPTModel
-from mha_core.text_tokenizer import TextTokenizer
+from mha_core.gpt.model import GPTModel
+from mha_core.gpt.text_tokenizer import TextTokenizer
 
 TINY_CONFIG = {
     "vocab_size": 300,

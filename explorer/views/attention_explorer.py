@@ -1,6 +1,6 @@
 """What the explorer shows, composed from one trace: figures with captions. No streamlit.
 
-Every panel's numbers come from the module's own trace (``mha_core.modules.Trace``); nothing is
+Every panel's numbers come from the module's own trace (``mha_core.attention.modules.Trace``); nothing is
 recomputed here. Captions give the tensor's full shape and the line of Listing 3.5 that
 produced it, so a student can match each picture to the code.
 """
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_core import book
-from mha_core.listing import init_line
-from mha_core.modules import Trace
-from mha_core.runs import ExplorerRun
+from mha_core.attention import book
+from mha_core.attention.listing import init_line
+from mha_core.attention.modules import Trace
+from mha_core.runs.forward import ExplorerRun
 
 from . import figures
 from .explorer_reshapes import reshape_panels

@@ -1,4 +1,4 @@
-"""What the Attention variants page shows: runs from ``mha_core.variant_runs`` in, Panels, tables and text out.
+"""What the Attention variants page shows: runs from ``mha_core.variants.page_runs`` in, Panels, tables and text out.
 
 Three sections: the heads and the key/value heads they share (one variant at a time, its K and V drawn with their
 shapes), the KV cache's bytes against the context length (this module and named models, by the formula, with this
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from mha_core.kv_memory import PRESETS, VARIANTS, CacheConfig, context_lengths
-from mha_core.variant_runs import NAMES, VariantsRun
+from mha_core.variants.kv_memory import PRESETS, VARIANTS, CacheConfig, context_lengths
+from mha_core.variants.page_runs import NAMES, VariantsRun
 
 from . import figures
 from .figures.panel import Panel, shape_text

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_core.variant_runs import DecodingRun
+from mha_core.variants.page_runs import DecodingRun
 
 from . import figures
 from .figures.panel import Panel, head_names, shape_text

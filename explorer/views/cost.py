@@ -1,4 +1,4 @@
-"""What the Cost page shows, composed from one ``mha_core.profiling.CostReport``: figures, a table, the formula.
+"""What the Cost page shows, composed from one ``mha_core.runs.profiling.CostReport``: figures, a table, the formula.
 
 No streamlit here: the page lays these out. Memory is shown in MiB (2**20 bytes), time in milliseconds.
 """
@@ -9,7 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
-from mha_core import profiling
+from mha_core.runs import profiling
 
 from . import figures
 

@@ -1,15 +1,15 @@
 """The explorer's "reshapes" section: Q, K, V banded by head, the view and transpose, the context back, out_proj.
 
-No streamlit. Every number comes from the module's trace (``mha_core.modules.Trace``); captions give the tensor's
-shape and its line of Listing 3.5.
+No streamlit. Every number comes from the module's trace (``mha_core.attention.modules.Trace``); captions give the
+tensor's shape and its line of Listing 3.5.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mha_core.listing import init_line, listing_line
-from mha_core.modules import Trace
+from mha_core.attention.listing import init_line, listing_line
+from mha_core.attention.modules import Trace
 
 from . import figures
 from .figures.panel import Panel, caption, head_names

@@ -1,10 +1,10 @@
 """Follow one token: one query row of the traced forward pass, head by head, down to its printed output row.
 
-Every number shown is read from the trace (``mha_core.modules.Trace``): the query, the keys, the dot products, the
-scaled scores, the weights, the values, the context, the concatenation and the output. The only arithmetic done here is
-the display of terms the module summed: weight × value row, and out_proj split into one contribution per head
-(output = Σ_k context_k · W_out[:, block k]ᵀ + bias), whose sum is checked against the traced output.
-No streamlit.
+Every number shown is read from the trace (``mha_core.attention.modules.Trace``): the query, the keys, the dot
+products, the scaled scores, the weights, the values, the context, the concatenation and the output. The only
+arithmetic done here is the display of terms the module summed: weight × value row, and out_proj split into one
+contribution per head (output = Σ_k context_k · W_out[:, block k]ᵀ + bias), whose sum is checked against the traced
+output. No streamlit.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core import book
-from mha_core.runs import ExplorerRun
+from mha_core.attention import book
+from mha_core.runs.forward import ExplorerRun
 
 from . import figures
 from .figures.panel import Panel

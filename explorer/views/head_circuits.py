@@ -1,8 +1,8 @@
 """The circuits view: one head as W_QK (where it reads) and W_OV (what it writes), and the output as their sum.
 
-Drawn from ``mha_core.circuits.HeadReport`` (computed in the glue from the module's weights and a trace): no model
-runs here, and the figures are built once per report. Elhage et al. 2021, "A Mathematical Framework for Transformer
-Circuits". No streamlit.
+Drawn from ``mha_core.attention.circuits.HeadReport`` (computed in the glue from the module's weights and a trace): no
+model runs here, and the figures are built once per report. Elhage et al. 2021, "A Mathematical Framework for
+Transformer Circuits". No streamlit.
 
 Axis letters: b batch, h heads, i query position, j key position, e d_in, o d_out.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_core.circuits import HeadReport
-from mha_core.listing import LISTING_LINES
+from mha_core.attention.circuits import HeadReport
+from mha_core.attention.listing import LISTING_LINES
 
 from . import figures
 from .figures.panel import Panel, index_labels, shape_text, to_numpy

@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from mha_core.head_scores import KINDS
-from mha_core.model_heads import MIN_MATCH, TextScores
+from mha_core.gpt.head_scores import KINDS
+from mha_core.gpt.model_heads import MIN_MATCH, TextScores
 
 from .figures.panel import Panel
 from .figures.style import _SEQUENTIAL, _font, finish_figure

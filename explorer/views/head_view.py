@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.runs import ExplorerRun
+from mha_core.runs.forward import ExplorerRun
 
 from . import figures
 from .figures.panel import Panel

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core.reference import ReferenceReport
-from mha_core.runs import HeadsRun
+from mha_core.attention.reference import ReferenceReport
+from mha_core.runs.forward import HeadsRun
 
 from . import figures
 from .figures.panel import Panel, caption, rows_and_columns, shape_text, to_numpy, token_heads_panel
@@ -29,7 +29,7 @@ FUSED_NO_WEIGHTS = (
 @dataclass(frozen=True)
 class HeadsView:
     panels: tuple[Panel, ...]  # separate heads, the batched module, their difference
-    max_abs_diff: dict[str, float]  # mha_core.runs.separate_heads' own numbers, by step
+    max_abs_diff: dict[str, float]  # mha_core.runs.forward.separate_heads' own numbers, by step
     weights_diff_per_head: tuple[float, ...]  # max |separate − batched| of each head's weights, this batch element
 
 

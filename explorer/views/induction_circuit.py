@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_core.model_heads import KnockoutReading
+from mha_core.gpt.model_heads import KnockoutReading
 
 from . import figures
 from .figures.panel import Panel

@@ -1,6 +1,6 @@
 """Knobs that teach: the softmax scale (temperature), dropout in train mode, and hand-made weights.
 
-Each run (``mha_core.runs``) computes once, cached apart by ``teaching_cache``; each ``build_*`` draws from it.
+Each run (``mha_core.runs.forward``) computes once, cached apart by ``teaching_cache``; each ``build_*`` draws from it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core import teaching
-from mha_core.runs import SCALE_MULTIPLIERS, DropoutRun, PresetRun, TemperatureRun
+from mha_core.runs import teaching
+from mha_core.runs.forward import SCALE_MULTIPLIERS, DropoutRun, PresetRun, TemperatureRun
 
 from . import figures
 from .figures.panel import Panel, caption, head_names, index_labels, shape_text, to_numpy, token_heads_panel

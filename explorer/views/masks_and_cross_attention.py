@@ -8,9 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core import masks, teaching
-from mha_core.modules import Trace
-from mha_core.teaching import MaskParams
+from mha_core.attention import masks
+from mha_core.attention.modules import Trace
+from mha_core.runs import teaching
+from mha_core.runs.teaching import MaskParams
 
 from . import figures
 from .figures.panel import Panel, head_names, index_labels, shape_text, to_numpy

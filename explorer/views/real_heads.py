@@ -1,4 +1,4 @@
-"""What the Real heads page draws, from a real GPT's readings (``mha_core.model_heads``): figures and text. Pure.
+"""What the Real heads page draws, from a real GPT's readings (``mha_core.gpt.model_heads``): figures and text. Pure.
 
 Arrays in, Panels out; nothing here runs a model. The model view is one figure (every layer × head a thumbnail on
 one shared colour scale); the scores are one figure of three layers × heads heatmaps.
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_core.head_scores import KINDS
-from mha_core.model_heads import HeadProbe, TextReading, TextScores
+from mha_core.gpt.head_scores import KINDS
+from mha_core.gpt.model_heads import HeadProbe, TextReading, TextScores
 
 from . import figures
 from .figures.downsample import clipped_above, colorbar_ticks

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from mha_core.modules import Trace
-from mha_core.teaching import ScaleDemo
+from mha_core.attention.modules import Trace
+from mha_core.runs.teaching import ScaleDemo
 
 from . import figures
 from .figures.panel import Panel

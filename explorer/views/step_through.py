@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_core.modules import Trace
-from mha_core.teaching import ScaleDemo
+from mha_core.attention.modules import Trace
+from mha_core.runs.teaching import ScaleDemo
 
 from . import figures
 from .figures.panel import Panel, caption, head_names, index_labels, shape_text
@@ -310,7 +310,7 @@ def build_step_view(
     scale_demo: ScaleDemo | None = None,
 ) -> StepView:
     """Step ``number`` (1-based) of ``STEPS`` for one traced forward pass; the softmax step draws ``scale_demo``
-    (``mha_core.teaching.scale_demo``) below its own figures when given."""
+    (``mha_core.runs.teaching.scale_demo``) below its own figures when given."""
     if not 1 <= number <= STEP_COUNT:
         raise ValueError(f"step must be in 1–{STEP_COUNT}, got {number}")
     step = STEPS[number - 1]

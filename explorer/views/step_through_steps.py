@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mha_core.listing import LISTING_LINES, STEP_LINES, statement_lines
+from mha_core.attention.listing import LISTING_LINES, STEP_LINES, statement_lines
 
 # =====================================================================================================================
 # Step through: Listing 3.5, one step per screen

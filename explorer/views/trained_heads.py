@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_core.training import HELDOUT_SIZE, Inspection, TrainResult
+from mha_core.toy.tiny_training import HELDOUT_SIZE, Inspection, TrainResult
 
 from . import figures
 from .figures.panel import Panel, rows_and_columns, shape_text

@@ -9,7 +9,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 # Settled: the script has run (the app says notRunning and the toolbar shows no running man), the page has drawn its
 # title and every element (Streamlit shows a skeleton until an element's code has loaded, after the run), and every
-# chart element holds a chart plotly has drawn and is not drawing again (explorer/glue/chart.js
+# chart element holds a chart plotly has drawn and is not drawing again (explorer/glue/frame/chart.js
 # marks a drawing chart with data-mha-drawing), or its error note. All of it held for QUIET_MS, as a network-idle wait
 # does: a rerun asked for a moment ago may not have started, and a resize reaches plotly a frame after the window's.
 SETTLED_JS = """
@@ -54,7 +54,7 @@ def assert_no_exception(page) -> None:
     assert exceptions.count() == 0, exceptions.first.inner_text()[:2000]
     errors = page.locator("[data-testid='stAlertContentError']")
     assert errors.count() == 0, f"{page.url}: the page shows an error: {errors.first.inner_text()[:2000]}"
-    broken = page.locator(".mha-chart-error")  # a chart element that could not draw (explorer/glue/chart.js)
+    broken = page.locator(".mha-chart-error")  # a chart element that could not draw (explorer/glue/frame/chart.js)
     assert broken.count() == 0, f"{page.url}: {broken.first.inner_text()[:300]}"
 
 

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from explorer.glue.chart import PACKAGE_JS, plotly_js_name
+from explorer.glue.frame.chart import PACKAGE_JS, plotly_js_name
 
 from .helpers import assert_charts, assert_no_exception, screenshot, settle, wait_for_app
 

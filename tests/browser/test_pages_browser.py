@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue.sidebar import PAGES as NAVIGATION
+from explorer.glue.frame.sidebar import PAGES as NAVIGATION
 
 from .helpers import assert_charts, assert_no_exception, screenshot, settle, wait_for_app
 from .page_checks import PAGES, clipped_text, open_page

@@ -1,5 +1,5 @@
 """A chart keeps its element id through a new figure, and the new figure travels in its data: the browser's element
-(explorer/glue/chart.js) is handed the new bytes and updates the drawn chart in place with Plotly.react.
+(explorer/glue/frame/chart.js) is handed the new bytes and updates the drawn chart in place with Plotly.react.
 st.plotly_chart hashed the figure into the id, so every changed figure was a new element: React unmounted the old
 chart and plotly.js drew the new one from nothing (issue 20). tests/browser/test_explorer_browser.py checks in a
 browser that the new figure is drawn.
@@ -8,7 +8,7 @@ browser that the new figure is drawn.
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue.chart import ELEMENT, figure_of, key_of
+from explorer.glue.frame.chart import ELEMENT, figure_of, key_of
 
 
 def _one_chart() -> None:
@@ -16,7 +16,7 @@ def _one_chart() -> None:
     import plotly.graph_objects as go
     import streamlit as st
 
-    from explorer.glue import boundary
+    from explorer.glue.frame import boundary
 
     n = st.session_state.get("n", 3)
     boundary.plot(st, go.Figure(go.Heatmap(z=[[row * n + col for col in range(n)] for row in range(n)])), key="chart_x")
@@ -60,7 +60,7 @@ def test_the_manifest_scan_memo_finds_what_a_fresh_scan_finds_and_the_chart_stil
 
 
 def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_differs(tmp_path):
-    from explorer.glue.chart import SERVED_DATE, plotly_js_name, plotly_js_path, serve_plotly_js
+    from explorer.glue.frame.chart import SERVED_DATE, plotly_js_name, plotly_js_path, serve_plotly_js
 
     PLOTLY_JS = plotly_js_path()
 
@@ -80,7 +80,7 @@ def test_the_served_plotly_js_is_named_by_its_version_and_content_and_the_chart_
 
     import plotly
 
-    from explorer.glue import chart
+    from explorer.glue.frame import chart
 
     name = chart.plotly_js_name()
     digest = hashlib.sha256(chart.plotly_js_path().read_bytes()).hexdigest()[:12]
@@ -92,7 +92,7 @@ def test_the_served_plotly_js_is_named_by_its_version_and_content_and_the_chart_
 def test_the_charts_load_the_cartesian_bundle_of_the_package_plotly_js_version_else_the_full_one(monkeypatch):
     """The vendored cartesian bundle is what the charts load while it is the plotly.js version the plotly package
     ships (a newer plotly with an older vendor/ bundle gets the package's own, which draws every trace type)."""
-    from explorer.glue import chart
+    from explorer.glue.frame import chart
 
     assert chart.bundle_version(chart.CARTESIAN_JS) == chart.bundle_version(chart.PACKAGE_JS)
     assert chart.plotly_js_path() == chart.CARTESIAN_JS
@@ -108,7 +108,7 @@ def test_the_charts_load_the_cartesian_bundle_of_the_package_plotly_js_version_e
 
 
 def test_a_bundle_without_a_version_banner_is_refused(tmp_path):
-    from explorer.glue import chart
+    from explorer.glue.frame import chart
 
     unnamed = tmp_path / "plotly.min.js"
     unnamed.write_text("var Plotly = {};")
@@ -122,7 +122,7 @@ def test_each_process_writes_its_own_partial_copy(tmp_path, monkeypatch):
     import shutil
     from pathlib import Path
 
-    from explorer.glue import chart
+    from explorer.glue.frame import chart
 
     written = []
     copy = shutil.copyfile
@@ -138,7 +138,7 @@ def test_a_figures_json_is_made_once_per_figure_object_and_forgotten_with_it(mon
     import plotly.graph_objects as go
     import plotly.io
 
-    from explorer.glue import chart
+    from explorer.glue.frame import chart
 
     made = []
     real = plotly.io.to_json
@@ -160,7 +160,7 @@ def test_a_chart_is_named_for_a_screen_reader_by_its_panel_title_or_else_its_own
 
     import plotly.graph_objects as go
 
-    from explorer.glue import chart
+    from explorer.glue.frame import chart
 
     titled = go.Figure(go.Heatmap(z=[[1]]), layout={"title": {"text": "<b>attn_weights</b><br>head 0"}})
     assert json.loads(chart.figure_bytes(titled, {}, stretch=False))["label"] == "attn_weights head 0"

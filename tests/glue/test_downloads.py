@@ -1,4 +1,4 @@
-"""explorer.glue.downloads: a file made on a click passes the gate, counts in the caches' bytes until it is sent,
+"""explorer.glue.memory.downloads: a file made on a click passes the gate, counts in the caches' bytes until it is sent,
 and is let go when its request is answered or Streamlit drops it.
 
 Before, the .npz callable kept its own copy for as long as its tab showed the button, outside every budget: 20 tabs
@@ -14,8 +14,9 @@ import pytest
 from streamlit.runtime.media_file_storage import MediaFileKind, MediaFileStorageError
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-from explorer.glue import admission, caches, downloads, server_setup
-from explorer.glue.settings import Settings
+from explorer.glue.frame import server_setup
+from explorer.glue.memory import admission, caches, downloads
+from explorer.glue.state.settings import Settings
 
 HEAVY = Settings(num_heads=4, d_out=32, d_in=8, num_tokens=128, batch_size=1, context_length=128, input="random")
 

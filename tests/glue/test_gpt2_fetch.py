@@ -1,4 +1,4 @@
-"""explorer.glue.real_models.download_gpt2 offline, with a fake fetch that hangs or fails.
+"""explorer.glue.cached.real_models.download_gpt2 offline, with a fake fetch that hangs or fails.
 
 Before: a fetch held the heavy-job slot while the network did not answer (six presses, six attempts 10 s apart, the
 slot held 61.5 s, a bystander's largest Explorer run 61.1 s instead of 2.1 s), and after one failure GPT-2 was off for
@@ -14,7 +14,8 @@ import types
 
 import pytest
 
-from explorer.glue import admission, real_models
+from explorer.glue.cached import real_models
+from explorer.glue.memory import admission
 
 
 class UnavailableError(Exception):
@@ -26,7 +27,7 @@ class StoppedError(Exception):
 
 
 def fake_api(fetch):
-    """A stand-in for mha_core.gpt2_download whose download is ``fetch``; GPT-2 fits (MHA_SERVER_MB below)."""
+    """A stand-in for mha_core.gpt.download whose download is ``fetch``; GPT-2 fits (MHA_SERVER_MB below)."""
     calls = []
 
     def download_gpt2(progress=None, should_stop=None, timeout=None):

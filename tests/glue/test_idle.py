@@ -1,8 +1,9 @@
-"""explorer.glue.idle: the caches are cleared once per idle spell, after the configured time without a visitor."""
+"""explorer.glue.memory.idle: the caches are cleared once per idle spell, after the configured time without a
+visitor."""
 
 import streamlit as st
 
-from explorer.glue import idle
+from explorer.glue.memory import idle
 
 
 def test_clears_once_after_the_idle_time_and_again_after_the_next_class():

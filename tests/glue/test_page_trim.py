@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue import admission, caches
-from explorer.glue.settings import Settings
+from explorer.glue.memory import admission, caches
+from explorer.glue.state.settings import Settings
 
 LIGHT = Settings(num_heads=2, d_out=8, d_in=8, num_tokens=8, batch_size=1, context_length=8, input="random")
 HEAVY = Settings(num_heads=4, d_out=1024, d_in=1024, num_tokens=64, batch_size=1, context_length=64, input="random")

@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from explorer.glue.boundary import HANGING, HANGING_SHARE, MOST_HANGING, formatted_cells, hanging_indent_css
+from explorer.glue.frame.boundary import HANGING, HANGING_SHARE, MOST_HANGING, formatted_cells, hanging_indent_css
 
 
 def widths(css: str) -> dict[int, int]:
@@ -43,7 +43,7 @@ def test_tables_as_text_keep_their_printf_formats_in_each_shape_a_page_passes():
 def test_wrapped_code_breaks_at_spaces_and_punctuation_never_inside_a_name():
     """Seen: `context_lengt|h`, `cont|iguous()`. A line breaks at spaces and after Python's punctuation tokens (a
     zero-width space drawn by CSS, not added to the copied text), never inside a word (overflow-wrap normal)."""
-    from explorer.glue.sidebar import PRESENTER_CSS
+    from explorer.glue.frame.sidebar import PRESENTER_CSS
 
     css = hanging_indent_css("listing", "x = 1", line_numbers=True)
     assert "overflow-wrap: normal" in css and "anywhere" not in css and "overflow-x" not in css
@@ -53,7 +53,7 @@ def test_wrapped_code_breaks_at_spaces_and_punctuation_never_inside_a_name():
 
 def test_the_listings_marked_lines_are_tinted_by_position():
     """The listing is highlighted as Python (its tokens give the break points), so the step's lines are tinted here."""
-    from explorer.glue.boundary import lit_lines_css
+    from explorer.glue.frame.boundary import lit_lines_css
 
     css = lit_lines_css("step_listing", "  a = 1\n+ b = 2\n  c\n+ d")
     assert [int(n) for n in re.findall(r"nth-child\((\d+)\)", css)] == [2, 4]
@@ -62,7 +62,7 @@ def test_the_listings_marked_lines_are_tinted_by_position():
 def test_figure_text_the_figures_leave_uncoloured_is_drawn_at_4_5_to_1_or_more():
     """Seen: tick labels and axis titles in Streamlit's #808495, 3.7:1 on white, where the theme promises contrast.
     The chart element's template (chart.js) draws them in its palette's faded colour on either theme."""
-    from explorer.glue.chart import CHART_JS
+    from explorer.glue.frame.chart import CHART_JS
 
     def luminance(color: str) -> float:
         channels = [int(color[k : k + 2], 16) / 255 for k in (1, 3, 5)]

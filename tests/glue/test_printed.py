@@ -10,7 +10,7 @@ from ..apptest_helpers import printed
 
 
 def _print_markup():
-    from explorer.glue import boundary
+    from explorer.glue.frame import boundary
 
     boundary.printed("tensor([[<b>1.0</b>, nan]]) & more", wrap=True)
 

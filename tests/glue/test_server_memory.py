@@ -1,4 +1,4 @@
-"""explorer.glue.budget.server_memory: the server's memory read from the machine, and where it was read.
+"""explorer.glue.memory.budget.server_memory: the server's memory read from the machine, and where it was read.
 
 Fake cgroup trees in tmp_path stand in for a container's (the module's CGROUP_ROOT and PROC_CGROUP point at them):
 cgroup v2's ``memory.max``, v1's ``memory.limit_in_bytes``, each with and without a limit, and a process in a nested
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue import budget, real_models
+from explorer.glue.cached import real_models
+from explorer.glue.memory import budget
 
 MB = budget.MB
 

@@ -1,4 +1,5 @@
-"""explorer.glue.server_setup: the server serialises figures with plotly's json engine, and that leaves nothing behind.
+"""explorer.glue.frame.server_setup: the server serialises figures with plotly's json engine, and that leaves nothing
+behind.
 
 With plotly's default engine ("auto") and orjson 3.8.3 installed, every figure with an object-array ``customdata``
 (all our heatmaps) leaked its arrays: about 0.5 MB per run at 8 heads × 64 tokens (bench/engine_leak.py).
@@ -11,10 +12,10 @@ import tracemalloc
 import plotly.io
 import plotly.tools
 
-from explorer.glue import chart, server_setup
-from explorer.glue.settings import Settings
+from explorer.glue.frame import chart, server_setup
+from explorer.glue.state.settings import Settings
 from explorer.views import attention_explorer
-from mha_core import runs
+from mha_core.runs import forward as runs
 
 
 def _figures(seed: int) -> list:

@@ -1,4 +1,4 @@
-"""The trained spec: one trained layer as a URL-safe string, read back strictly (explorer.glue.trained_link)."""
+"""The trained spec: one trained layer as a URL-safe string, read back strictly (explorer.glue.state.trained_link)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 import pytest
 import torch
 
-from explorer.glue.trained_link import format_trained_spec, parse_trained_spec
-from mha_core.training import make_config
+from explorer.glue.state.trained_link import format_trained_spec, parse_trained_spec
+from mha_core.toy.tiny_training import make_config
 
 
 @pytest.mark.parametrize(

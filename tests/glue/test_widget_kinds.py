@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
 
-from explorer.glue import widget_guard
-from explorer.glue.server_setup import well_typed
+from explorer.glue.frame.server_setup import well_typed
+from explorer.glue.state import widget_guard
 
 
 def states(**values) -> WidgetStates:

@@ -2,10 +2,16 @@
 
 import torch
 
-from mha_core.book import CausalAttention, MultiHeadAttentionWrapper, from_wrapper, matches_printed_output, printed
-from mha_core.inputs import batch_of, book_tokens
-from mha_core.modules import MultiHeadAttention
-from mha_core.runs import separate_heads
+from mha_core.attention.book import (
+    CausalAttention,
+    MultiHeadAttentionWrapper,
+    from_wrapper,
+    matches_printed_output,
+    printed,
+)
+from mha_core.attention.inputs import batch_of, book_tokens
+from mha_core.attention.modules import MultiHeadAttention
+from mha_core.runs.forward import separate_heads
 
 MHA_PRINTED = [
     [0.3190, 0.4858],

@@ -1,4 +1,5 @@
-"""mha_core.circuits: every head's W_QK and W_OV against the traced scores and output (allclose: two matmul routes).
+"""mha_core.attention.circuits: every head's W_QK and W_OV against the traced scores and output (allclose: two matmul
+routes).
 
 The scores x_i W_QK x_jᵀ equal the traced attn_scores before ÷ √head_dim; Σ_h Aʰ X W_OVʰᵀ + b equals the output.
 """
@@ -9,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import follow_a_token
-from mha_core import circuits, runs
-from mha_core.gpt import GPTModel
-from mha_core.modules import MultiHeadAttention
+from mha_core.attention import circuits
+from mha_core.attention.modules import MultiHeadAttention
+from mha_core.gpt.model import GPTModel
+from mha_core.runs import forward as runs
 
 
 @pytest.fixture(autouse=True)

@@ -20,9 +20,10 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from mha_core import gpt, gpt2_download
-from mha_core.gpt import GPT2_CONFIG, GPTModel, count_parameters
-from mha_core.gpt2_download import (
+from mha_core.attention.modules import trace_forward
+from mha_core.gpt import download as gpt2_download
+from mha_core.gpt import model as gpt
+from mha_core.gpt.download import (
     DownloadStoppedError,
     GPT2Unavailable,
     download_gpt2,
@@ -30,8 +31,8 @@ from mha_core.gpt2_download import (
     gpt2_cached,
     load_gpt2,
 )
-from mha_core.gpt2_weights import load_hf_gpt2
-from mha_core.modules import trace_forward
+from mha_core.gpt.model import GPT2_CONFIG, GPTModel, count_parameters
+from mha_core.gpt.pretrained import load_hf_gpt2
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTENCES = ["Your journey starts with one step.", "Every effort moves you forward.", "The cat sat on the mat."] * 4
@@ -176,7 +177,7 @@ def test_loading_imports_no_symbolic_machinery():
     """torch's Python meta kernels (triu, normal_ on the meta device) would import sympy: 73 MB, kept for good."""
     script = (
         "import sys, torch\n"
-        "from mha_core.gpt2_weights import expected_shapes, load_hf_gpt2\n"
+        "from mha_core.gpt.pretrained import expected_shapes, load_hf_gpt2\n"
         "cfg = dict(vocab_size=50, context_length=16, emb_dim=8, n_heads=2, n_layers=1, drop_rate=0.0, qkv_bias=True)\n"
         "state = {k: torch.randn(s) for k, s in expected_shapes(cfg).items()}\n"
         "model = load_hf_gpt2(state, cfg, dtype=torch.bfloat16)\n"
@@ -189,7 +190,7 @@ def test_loading_imports_no_symbolic_machinery():
 
 def test_building_on_the_meta_device_leaves_other_threads_alone():
     """Streamlit's sessions are threads: one loading GPT-2 must not make another's tensors meta or uninitialised."""
-    from mha_core.gpt2_weights import _ShapesOnly
+    from mha_core.gpt.pretrained import _ShapesOnly
 
     seen = {}
 

@@ -14,9 +14,12 @@ import torch
 import torch.nn.functional as F
 
 import mha_core
-from mha_core import english_probe, gpt_data, gpt_eval, gpt_training, head_scores
-from mha_core.gpt import GPTModel
-from mha_core.modules import trace_forward
+from mha_core.attention.modules import trace_forward
+from mha_core.gpt import data as gpt_data
+from mha_core.gpt import english_probe, head_scores
+from mha_core.gpt import evaluation as gpt_eval
+from mha_core.gpt import training as gpt_training
+from mha_core.gpt.model import GPTModel
 
 TINY = {"vocab_size": 50, "context_length": 12, "emb_dim": 16, "n_heads": 4, "n_layers": 3, "drop_rate": 0.0}
 RETRAIN_STEPS = 20

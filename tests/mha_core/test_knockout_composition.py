@@ -1,4 +1,4 @@
-"""mha_core.knockout, composition, generation and the text head scores: each score against a hand computation.
+"""mha_core.gpt.knockout, composition, generation and the text head scores: each score against a hand computation.
 
 Hand computations use plain loops or explicit matrices, a different route from the library's einsums, so equality
 is within float rounding, never bitwise.
@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from mha_core import composition, generation, head_scores, knockout
-from mha_core.gpt import GPTModel
+from mha_core.gpt import composition, generation, head_scores, knockout
+from mha_core.gpt.model import GPTModel
 
 CFG = {"vocab_size": 40, "context_length": 24, "emb_dim": 16, "n_heads": 4, "n_layers": 2, "drop_rate": 0.0,
        "qkv_bias": False}  # fmt: skip
@@ -81,7 +81,7 @@ def test_mean_ablation_writes_the_head_s_average(model):
     position: checked by giving out_proj a bias equal to that write and zeroing the head's columns."""
     ids = torch.randint(0, CFG["vocab_size"], (1, 9))
     d = CFG["emb_dim"] // CFG["n_heads"]
-    from mha_core.modules import trace_forward
+    from mha_core.attention.modules import trace_forward
 
     block = model.trf_blocks[0]
     context = trace_forward(block.att, block.norm1(model.embed(ids))).steps["context"]  # (1, T, h·d)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mha_core.kv_memory import (
+from mha_core.attention.modules import MultiHeadAttention
+from mha_core.variants.kv_memory import (
     PRESETS,
     VARIANTS,
     CacheConfig,
@@ -21,8 +22,7 @@ from mha_core.kv_memory import (
     swa_bytes,
     swa_layer_split,
 )
-from mha_core.modules import MultiHeadAttention
-from mha_core.variants import (
+from mha_core.variants.layers import (
     GroupedQueryAttention,
     MultiHeadAttentionWithSWA,
     MultiHeadLatentAttention,

@@ -8,12 +8,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_core import devices, inputs, masks
-from mha_core.attention import ExplicitAttention
-from mha_core.listing import LISTING_LINES, STEP_LINES, listing_line
-from mha_core.modules import MultiHeadAttention, QKVMultiHeadAttention, trace_forward
-from mha_core.reference import compare_with_torch, sdpa_forward, torch_mha_forward
-from mha_core.runs import separate_heads
+from mha_core import devices
+from mha_core.attention import inputs, masks
+from mha_core.attention.kernels import ExplicitAttention
+from mha_core.attention.listing import LISTING_LINES, STEP_LINES, listing_line
+from mha_core.attention.modules import MultiHeadAttention, QKVMultiHeadAttention, trace_forward
+from mha_core.attention.reference import compare_with_torch, sdpa_forward, torch_mha_forward
+from mha_core.runs.forward import separate_heads
 
 FLOAT32_EPS = torch.finfo(torch.float32).eps
 REQUIRED_STEPS = ["queries", "keys", "values", "attn_scores", "masked_scores", "attn_weights", "context", "output"]
@@ -233,7 +234,7 @@ def test_validation_survives_python_dash_o():
     import ast
     import pathlib
 
-    paths = sorted((pathlib.Path(__file__).resolve().parents[2] / "mha_core").glob("*.py"))  # not the cwd's
+    paths = sorted((pathlib.Path(__file__).resolve().parents[2] / "mha_core").rglob("*.py"))  # not the cwd's
     assert len(paths) >= 10, paths  # the library's modules, found from wherever pytest runs
     for path in paths:
         tree = ast.parse(path.read_text())

@@ -1,4 +1,4 @@
-"""mha_core.model_heads (a real GPT's readings) and the Real heads view's figures, without Streamlit.
+"""mha_core.gpt.model_heads (a real GPT's readings) and the Real heads view's figures, without Streamlit.
 
 The numbers are the model's own: the weights are ``attention_weights``, the top 5 its softmax, the scores
 ``head_scores`` on the probe, and the shipped model's probe gives back the head scores its record holds.
@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from explorer.views import real_heads
-from mha_core import gpt_training, head_scores, model_heads
+from mha_core.gpt import head_scores, model_heads
+from mha_core.gpt import training as gpt_training
 
 from ..tiny_gpt import tiny_model
 

@@ -6,9 +6,9 @@ import torch.nn as nn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_core import masks
-from mha_core.attention import ExplicitAttention, FusedAttention
-from mha_core.modules import QKVMultiHeadAttention, trace_forward
+from mha_core.attention import masks
+from mha_core.attention.kernels import ExplicitAttention, FusedAttention
+from mha_core.attention.modules import QKVMultiHeadAttention, trace_forward
 
 IMPLEMENTATIONS = [ExplicitAttention, FusedAttention]
 

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from explorer.glue.settings import Settings
-from mha_core.profiling import CostSpec
-from mha_core.runs import InputSpec, ModuleSpec
-from mha_core.teaching import MaskParams
-from mha_core.training import TrainConfig
+from explorer.glue.state.settings import Settings
+from mha_core.runs.forward import InputSpec, ModuleSpec
+from mha_core.runs.profiling import CostSpec
+from mha_core.runs.teaching import MaskParams
+from mha_core.toy.tiny_training import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def core_dataclasses() -> list[type]:
     found = []
-    for path in sorted((ROOT / "mha_core").glob("*.py")):
-        module = importlib.import_module(f"mha_core.{path.stem}")
+    for path in sorted((ROOT / "mha_core").rglob("*.py")):
+        module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
         found += [
             cls
             for _, cls in inspect.getmembers(module, inspect.isclass)

@@ -1,4 +1,4 @@
-"""mha_core.teaching and the teaching pages' views: the numbers and figures behind them, without Streamlit."""
+"""mha_core.runs.teaching and the teaching pages' views: the numbers and figures behind them, without Streamlit."""
 
 import copy
 import math
@@ -14,12 +14,14 @@ from explorer.views import (
     step_through,
     step_through_steps,
 )
-from mha_core import masks, runs, teaching
-from mha_core.attention import ExplicitAttention
-from mha_core.listing import LISTING_LINES, STEP_LINES, statement_lines
-from mha_core.modules import MultiHeadAttention, trace_forward
-from mha_core.reference import compare_with_torch
-from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace
+from mha_core.attention import masks
+from mha_core.attention.kernels import ExplicitAttention
+from mha_core.attention.listing import LISTING_LINES, STEP_LINES, statement_lines
+from mha_core.attention.modules import MultiHeadAttention, trace_forward
+from mha_core.attention.reference import compare_with_torch
+from mha_core.runs import forward as runs
+from mha_core.runs import teaching
+from mha_core.runs.forward import InputSpec, ModuleSpec, build_input, build_module, run_trace
 
 # --- entropy -------------------------------------------------------------------------------------------------------
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from mha_core.modules import MultiHeadAttention, trace_forward
-from mha_core.tasks import NOT_SCORED, TASKS
-from mha_core.tiny_model import TinyAttentionModel
-from mha_core.training import explorer_module, load_model, make_config, train
+from mha_core.attention.modules import MultiHeadAttention, trace_forward
+from mha_core.toy.tasks import NOT_SCORED, TASKS
+from mha_core.toy.tiny_model import TinyAttentionModel
+from mha_core.toy.tiny_training import explorer_module, load_model, make_config, train
 
 # task -> (minimum held-out accuracy, minimum best-head pattern score, layer that must hold that head)
 THRESHOLDS = {
@@ -261,8 +261,8 @@ def test_model_forward_shape():
 
 
 def test_the_server_sets_torchs_threads_once_and_training_leaves_them():
-    """Thread pools are the process's: explorer.glue.server_setup sets them at start-up; no run changes them."""
-    from explorer.glue import server_setup
+    """Thread pools are the process's: explorer.glue.frame.server_setup sets them at start-up; no run changes them."""
+    from explorer.glue.frame import server_setup
 
     server_setup.configure_torch()  # the process's first call sets them; under xdist an earlier file may have made it
     torch.set_num_threads(7)  # so: what a later call does, from a count no setting would choose

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mha_core.gpt_training import load_shipped
-from mha_core.variant_runs import KINDS, VariantSpec, build_variant, run_decoding, run_gpt_decoding, run_variants
+from mha_core.gpt.training import load_shipped
+from mha_core.variants.page_runs import KINDS, VariantSpec, build_variant, run_decoding, run_gpt_decoding, run_variants
 
 SPEC = VariantSpec(d_in=3, d_out=8, num_heads=4, context_length=9, num_kv_groups=2, latent_dim=5, window=3)
 

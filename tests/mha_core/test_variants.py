@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mha_core import masks
-from mha_core.cached_generation import decode_module
-from mha_core.modules import MultiHeadAttention, QKVMultiHeadAttention, trace_forward
-from mha_core.variants import (
+from mha_core.attention import masks
+from mha_core.attention.modules import MultiHeadAttention, QKVMultiHeadAttention, trace_forward
+from mha_core.variants.cached_generation import decode_module
+from mha_core.variants.layers import (
     GroupedQueryAttention,
     MultiHeadAttentionWithSWA,
     MultiHeadLatentAttention,

@@ -13,7 +13,7 @@ import re
 from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
-from explorer.glue import settings as cfg
+from explorer.glue.state import settings as cfg
 
 from ..apptest_helpers import PAGES, ROOT
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.glue.chart import ELEMENT
-from explorer.glue.settings import Settings, parse_query, to_query
-from mha_core import runs
-from mha_core.book import PRINTED_OUTPUT
+from explorer.glue.frame.chart import ELEMENT
+from explorer.glue.state.settings import Settings, parse_query, to_query
+from mha_core.attention.book import PRINTED_OUTPUT
+from mha_core.runs import forward as runs
 
 from ..apptest_helpers import chart_places, charts, head_matrices, printed, run_page, texts
 
@@ -78,7 +78,7 @@ def test_only_the_open_section_is_drawn_and_sent():
 
 def test_presentation_choices_reuse_the_computed_run(monkeypatch):
     """Presenter mode, the batch element, an enlarged head and the section redraw from the cached run."""
-    from mha_core import runs
+    from mha_core.runs import forward as runs
 
     calls = []
     original = runs.run_explorer
@@ -199,7 +199,7 @@ def test_the_front_page_says_where_to_start_with_links_to_real_pages():
     """Two paths (a first visit, a class), one row each, every link a page of pages/ in the path's order."""
     from pathlib import Path
 
-    from explorer.glue.sidebar import START_PATHS
+    from explorer.glue.frame.sidebar import START_PATHS
 
     root = Path(__file__).resolve().parents[2]
     at = run_page(APP)

@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from explorer.glue import admission, budget, caches
-from explorer.glue.settings import parse_query
+from explorer.glue.memory import admission, budget, caches
+from explorer.glue.state.settings import parse_query
 
 from ..apptest_helpers import run_page
 

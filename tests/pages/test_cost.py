@@ -1,4 +1,4 @@
-"""mha_core.profiling (formula, memory accounting, report structure) and the Cost page through AppTest.
+"""mha_core.runs.profiling (formula, memory accounting, report structure) and the Cost page through AppTest.
 
 No timing is asserted: times on a shared machine say nothing. Memory is counted in bytes, so it is exact.
 """
@@ -9,11 +9,12 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import budget
-from explorer.glue.chart import ELEMENT, figure_of, key_of
+from explorer.glue.frame.chart import ELEMENT, figure_of, key_of
+from explorer.glue.memory import budget
 from explorer.views import cost
-from mha_core import profiling, runs
-from mha_core.modules import trace_forward
+from mha_core.attention.modules import trace_forward
+from mha_core.runs import forward as runs
+from mha_core.runs import profiling
 
 from ..apptest_helpers import chart_places, run_page
 

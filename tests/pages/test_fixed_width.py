@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue.settings import Settings, head_choices, parameter_count
-from mha_core import runs
+from explorer.glue.state.settings import Settings, head_choices, parameter_count
+from mha_core.runs import forward as runs
 
 from ..apptest_helpers import run_page, texts
 

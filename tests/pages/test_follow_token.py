@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import figures, follow_a_token, head_view
-from mha_core import runs
-from mha_core.book import PRINTED_OUTPUT
+from mha_core.attention.book import PRINTED_OUTPUT
+from mha_core.runs import forward as runs
 
 from ..apptest_helpers import charts, run_page, texts
 

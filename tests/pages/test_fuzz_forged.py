@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from explorer.glue import settings as cfg
+from explorer.glue.state import settings as cfg
 
 from ..apptest_helpers import PAGES, check_page, open_page
 

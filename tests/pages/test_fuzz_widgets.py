@@ -15,9 +15,9 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Selectbox
 
-from explorer.glue import budget
-from explorer.glue import settings as cfg
-from mha_core.inputs import tokenize
+from explorer.glue.memory import budget
+from explorer.glue.state import settings as cfg
+from mha_core.attention.inputs import tokenize
 
 from ..apptest_helpers import PAGES, check_page, open_page
 from .fuzz_inputs import FUZZ, SENTENCE_EXAMPLES, SENTENCES, WIDGET_EXAMPLES

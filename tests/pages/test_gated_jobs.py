@@ -13,9 +13,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from explorer.glue import admission, budget, caches, training_cache
-from explorer.glue import settings as cfg
-from mha_core import profiling, training
+from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.memory import admission, budget, caches
+from explorer.glue.state import settings as cfg
+from mha_core.runs import profiling
+from mha_core.toy import tiny_training as training
 
 from ..apptest_helpers import check_page, open_page
 
@@ -167,7 +169,7 @@ def test_a_plain_continuiti_style_attention_plugs_in():
     """A callable taking only (query, key, value, attn_mask=None), called by keyword, gets no dropout_p or recorder."""
     import torch.nn.functional as F
 
-    from mha_core.modules import QKVMultiHeadAttention, trace_forward
+    from mha_core.attention.modules import QKVMultiHeadAttention, trace_forward
 
     calls = []
 
@@ -192,7 +194,7 @@ def test_a_plain_continuiti_style_attention_plugs_in():
 def test_torch_sdpa_wrapped_takes_dropout_by_keyword():
     import torch.nn.functional as F
 
-    from mha_core.modules import QKVMultiHeadAttention
+    from mha_core.attention.modules import QKVMultiHeadAttention
 
     seen = []
 

@@ -13,10 +13,14 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import admission, real_models, trained_link, training_cache
-from explorer.glue import settings as cfg
-from explorer.glue.chart import ELEMENT
-from mha_core import tasks, tiny_model, training
+from explorer.glue.cached import real_models
+from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.frame.chart import ELEMENT
+from explorer.glue.memory import admission
+from explorer.glue.state import settings as cfg
+from explorer.glue.state import trained_link
+from mha_core.toy import tasks, tiny_model
+from mha_core.toy import tiny_training as training
 
 from ..apptest_helpers import check_page, open_page
 
@@ -91,7 +95,7 @@ def _boundary_script(kind: str) -> None:
     import streamlit as st
     from streamlit.errors import StreamlitAPIException
 
-    from explorer.glue import boundary
+    from explorer.glue.frame import boundary
 
     def body() -> None:
         st.title("body")

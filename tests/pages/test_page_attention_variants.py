@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue import variants_cache
-from mha_core.kv_memory import PRESETS
+from explorer.glue.cached import variant_runs as variants_cache
+from mha_core.variants.kv_memory import PRESETS
 
 from ..apptest_helpers import charts, check_page, open_page
 

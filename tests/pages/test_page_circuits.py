@@ -1,7 +1,7 @@
 """Heads and references, part "circuits" (issue 22): W_QK and W_OV of one head, and the output as a sum over heads.
 
 Opened by its link (?part=circuits&head=…&token=…) with AppTest: no error box, every chart drawn, and the numbers
-in the charts are mha_core.circuits' own, computed here.
+in the charts are mha_core.attention.circuits' own, computed here.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.glue.settings import Settings
-from mha_core import circuits, runs
+from explorer.glue.state.settings import Settings
+from mha_core.attention import circuits
+from mha_core.runs import forward as runs
 
 from ..apptest_helpers import charts, check_page, decode, head_matrices, open_page, texts
 
@@ -65,7 +66,7 @@ def test_a_real_models_head_opened_by_its_link(monkeypatch):
     """?model=own&layer=1&head=2 on the tiny GPT of tests/tiny_gpt.py: that block's own head."""
     import streamlit as st
 
-    from mha_core import gpt_training
+    from mha_core.gpt import training as gpt_training
 
     from ..tiny_gpt import tiny_model
 
@@ -85,8 +86,8 @@ def test_a_real_models_head_opened_by_its_link(monkeypatch):
 
 def test_a_trained_layers_head_opened_by_its_link():
     """?trained=<previous-token spec>: the trained module's own head (trains the first time, about 12 s)."""
-    from explorer.glue import trained_link
-    from mha_core import training
+    from explorer.glue.state import trained_link
+    from mha_core.toy import tiny_training as training
 
     spec = trained_link.previous_token_spec()
     at, drawn = circuits_page(trained=spec, head=1, token=3)

@@ -18,8 +18,12 @@ import pytest
 import streamlit as st
 import torch
 
-from explorer.glue import budget, real_models, user_text
-from mha_core import composition, generation, gpt2_download, gpt_training, head_scores, knockout
+from explorer.glue.cached import real_models
+from explorer.glue.memory import budget
+from explorer.glue.state import user_text
+from mha_core.gpt import composition, generation, head_scores, knockout
+from mha_core.gpt import download as gpt2_download
+from mha_core.gpt import training as gpt_training
 
 from ..apptest_helpers import charts, check_page, head_matrices, open_page, texts
 from ..tiny_gpt import TINY_CONFIG, tiny_model
@@ -193,7 +197,7 @@ def test_presenter_mode_keeps_every_chart_and_drops_the_small_print(tiny):
 
 @pytest.fixture
 def gpt2_on_disk(monkeypatch):
-    """GPT-2 "downloaded": a stand-in for mha_core.gpt2_download serving the tiny GPT with bfloat16 storage."""
+    """GPT-2 "downloaded": a stand-in for mha_core.gpt.download serving the tiny GPT with bfloat16 storage."""
     import copy
     import types
 
@@ -247,7 +251,7 @@ def test_gpt2_once_here_serves_the_page_and_its_links_in_float32_from_bfloat16(g
 
 
 def test_the_chosen_heads_circuits_link_opens_its_w_qk(tiny):
-    from mha_core import circuits
+    from mha_core.attention import circuits
 
     model, _ = tiny
     at = open_page(PAGE, {"text": TEXT})

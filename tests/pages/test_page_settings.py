@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue import sidebar
-from explorer.glue.url import notice_fields
+from explorer.glue.frame import sidebar
+from explorer.glue.state.url import notice_fields
 
 from ..apptest_helpers import open_page
 

@@ -1,7 +1,7 @@
 """The "Trained heads" page under AppTest, and the training cache behind it.
 
 AppTest runs in this process, so the page's ``st.cache_resource`` store is the one these tests
-clear and inspect, and ``mha_core.training.run`` can be wrapped to count trainings. The page is
+clear and inspect, and ``mha_core.toy.tiny_training.run`` can be wrapped to count trainings. The page is
 opened on its own, as a link to it would open it. No timing assertions.
 """
 
@@ -14,10 +14,12 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue import trained_link, training_cache
-from explorer.glue.chart import ELEMENT, figure_of
-from mha_core import tasks, training
-from mha_core.modules import MultiHeadAttention
+from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.frame.chart import ELEMENT, figure_of
+from explorer.glue.state import trained_link
+from mha_core.attention.modules import MultiHeadAttention
+from mha_core.toy import tasks
+from mha_core.toy import tiny_training as training
 
 from ..apptest_helpers import run_page
 
@@ -193,7 +195,7 @@ def test_stop_button_callback_stops_this_sessions_job():
 
 
 def _press_stop():
-    from explorer.glue import training_cache
+    from explorer.glue.cached import training_runs as training_cache
 
     training_cache.request_stop()
 

@@ -12,12 +12,13 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue.chart import ELEMENT, key_of
+from explorer.glue.frame.chart import ELEMENT, key_of
 from explorer.views import heads_and_references, masks_and_cross_attention, step_through, step_through_steps
-from mha_core import masks, teaching
-from mha_core.listing import INIT_LINES, LISTING_LINES, STEP_LINES
-from mha_core.reference import compare_with_torch
-from mha_core.runs import InputSpec, ModuleSpec, build_input, build_module, run_trace, separate_heads
+from mha_core.attention import masks
+from mha_core.attention.listing import INIT_LINES, LISTING_LINES, STEP_LINES
+from mha_core.attention.reference import compare_with_torch
+from mha_core.runs import teaching
+from mha_core.runs.forward import InputSpec, ModuleSpec, build_input, build_module, run_trace, separate_heads
 
 from .. import apptest_helpers as helpers
 from ..apptest_helpers import chart_places, charts, decode, printed

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue import training_cache
-from explorer.glue.chart import ELEMENT, figure_of, key_of
-from mha_core import training
+from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.frame.chart import ELEMENT, figure_of, key_of
+from mha_core.toy import tiny_training as training
 
 from ..apptest_helpers import run_page
 

@@ -46,7 +46,7 @@ def test_the_checker_finds_a_long_function_and_passes_a_short_one():
 
 def test_the_checked_folders_hold_the_app():
     names = {path.relative_to(ROOT).as_posix() for path in checked_files()}
-    assert {"app.py", "explorer/views/step_through.py", "mha_core/modules.py", "harness/server.py"} <= names
+    assert {"app.py", "explorer/views/step_through.py", "mha_core/attention/modules.py", "harness/server.py"} <= names
     assert len(names) > 40
 
 

@@ -65,7 +65,7 @@ def names_used(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", files("explorer/views"), ids=lambda p: p.name)
 def test_views_never_run_a_model(module):
-    """A view takes a run (mha_core.runs) and draws it: no forward pass happens in a view."""
+    """A view takes a run (mha_core.runs.forward) and draws it: no forward pass happens in a view."""
     imported = {n.rsplit(".", 1)[-1] for n in imports_of(module)}
     used = names_used(module) | imported
     wrong = sorted((used & RUNS_A_MODEL) | {n for n in imported if n.startswith("run_")})
@@ -137,8 +137,8 @@ def test_the_circle_finder_finds_circles_of_any_length():
 def test_the_import_graph_sees_imports_inside_functions():
     """settings imports real_fit inside ``_fit_model`` (it loads streamlit): the graph must still hold that arrow."""
     graph = import_graph(files("explorer"))
-    assert "explorer.glue.real_fit" in graph["explorer.glue.settings"]
-    assert "explorer.glue.real_models" in graph["explorer.glue.real_fit"]
+    assert "explorer.glue.state.real_fit" in graph["explorer.glue.state.settings"]
+    assert "explorer.glue.cached.real_models" in graph["explorer.glue.state.real_fit"]
 
 
 def test_no_module_imports_itself_back():
@@ -165,8 +165,8 @@ def test_the_app_never_imports_the_test_and_bench_harness(module):
 
 def test_the_import_reader_sees_relative_and_absolute_imports():
     """The oracle itself: a view's relative import of glue would be caught."""
-    found = imports_of(ROOT / "explorer" / "glue" / "teaching_cache.py")
-    assert "explorer.views.step_through" in found and "explorer.glue.caches" in found
+    found = imports_of(ROOT / "explorer" / "views" / "attention_explorer.py")
+    assert "explorer.views.figures" in found and "mha_core.attention.listing.init_line" in found
 
 
 def defined_names(path: Path) -> set[str]:

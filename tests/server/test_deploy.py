@@ -185,7 +185,7 @@ def test_the_dockerfile_builds_the_production_image():
     index = {source["name"]: source["url"] for source in pipfile["source"]}[pipfile["packages"]["torch"]["index"]]
     assert f"--index-url {index} torch{pipfile['packages']['torch']['version']}" in text, "as the Pipfile takes it"
     assert "COPY .streamlit/ .streamlit/" in text, "the production config"
-    serve = lines.index('RUN python -c "from explorer.glue.chart import serve_plotly_js; serve_plotly_js()"')
+    serve = lines.index('RUN python -c "from explorer.glue.frame.chart import serve_plotly_js; serve_plotly_js()"')
     user = [line for line in lines if line.startswith("USER ")]
     assert serve < lines.index(user[-1]), "the static folder is written before the app's user, who cannot"
     assert user and user[-1] not in ("USER root", "USER 0")

@@ -2,8 +2,8 @@
 and sessions that build modules at the same moment.
 
 Pages are discovered as in the fuzz tests (tests/pages/fuzz_inputs.py), so pages added later are covered. AppTest
-runs a page's script in this process, so monkeypatching the module object a page calls (``mha_core.runs``,
-``explorer.glue.url``) reaches it.
+runs a page's script in this process, so monkeypatching the module object a page calls (``mha_core.runs.forward``,
+``explorer.glue.state.url``) reaches it.
 """
 
 from __future__ import annotations
@@ -16,12 +16,17 @@ from urllib.parse import urlencode
 import pytest
 import torch
 
-from explorer.glue import settings as cfg
-from explorer.glue import url
+from explorer.glue.state import settings as cfg
+from explorer.glue.state import url
 from harness.checks import big_query, check_run, session_query, settings_from_query
 from harness.server import MALLOC_ENV, StreamlitServer, metrics
 from harness.session import Session, hang_up_mid_run
-from mha_core import devices, model_heads, profiling, runs, teaching, training, variant_runs
+from mha_core import devices
+from mha_core.gpt import model_heads
+from mha_core.runs import forward as runs
+from mha_core.runs import profiling, teaching
+from mha_core.toy import tiny_training as training
+from mha_core.variants import page_runs as variant_runs
 
 from ..apptest_helpers import PAGES, ROOT, check_page, open_page
 

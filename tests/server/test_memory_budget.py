@@ -15,8 +15,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from explorer.glue import admission, budget, measuring
-from explorer.glue.settings import parse_query
+from explorer.glue.memory import admission, budget, measuring
+from explorer.glue.state.settings import parse_query
 from harness.rss import RssSampler
 from harness.server import StreamlitServer, metrics
 from harness.session import Session
@@ -119,7 +119,7 @@ def test_four_tabs_of_the_worst_link_at_once_stay_in_the_goal(server):
 
 def test_a_browser_clear_cache_message_is_refused(server):
     """The store of finished trainings (and every other shared cache) is still there after the message."""
-    store = 'cache_memory_bytes{cache_type="st_cache_resource",cache="explorer.glue.training_cache.result_store"}'
+    store = 'cache_memory_bytes{cache_type="st_cache_resource",cache="explorer.glue.cached.training_runs.result_store"}'
     link = "induction.heads8.layers2.d32.vocab16.len16.steps50.batch64.lr1e-2.seed7.cpu.layer1"
     with Session(server.port, urlencode({"trained": link})) as session:
         assert session.run().ok

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import attention_explorer, heads_and_references, knobs_that_teach, step_through, step_through_steps
 from explorer.views import figures as F
-from mha_core import runs
+from mha_core.runs import forward as runs
 
 CHAR = 0.55  # em per character: tick labels and titles in the UI font
 DIGIT = 0.56

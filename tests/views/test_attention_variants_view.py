@@ -8,8 +8,8 @@ import torch
 from explorer.views import attention_variants as av
 from explorer.views import attention_variants_decoding as dv
 from explorer.views.figures import decode_array
-from mha_core.kv_memory import PRESETS, VARIANTS
-from mha_core.variant_runs import VariantSpec, build_variant, run_decoding, run_variants
+from mha_core.variants.kv_memory import PRESETS, VARIANTS
+from mha_core.variants.page_runs import VariantSpec, build_variant, run_decoding, run_variants
 
 SPEC = VariantSpec(d_in=3, d_out=12, num_heads=6, context_length=10, num_kv_groups=2, latent_dim=4, window=3)
 

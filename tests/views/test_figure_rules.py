@@ -13,14 +13,14 @@ import re
 import numpy as np
 import pytest
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import figures as F
 from explorer.views import (
     heads_and_references,
     knobs_that_teach,
 )
 from explorer.views.figures import heatmap_layout, style
-from mha_core import runs
+from mha_core.runs import forward as runs
 
 from .figure_checks import CHAR, DIGIT, panel_px, plot_height, values_of, weights_figures
 

@@ -13,11 +13,11 @@ import re
 import numpy as np
 import pytest
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import attention_explorer, heads_and_references
 from explorer.views import figures as F
 from explorer.views.figures import style
-from mha_core import runs
+from mha_core.runs import forward as runs
 
 
 def run_at(**settings) -> runs.ExplorerRun:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import (
     attention_explorer,
     attention_variants,
@@ -23,8 +23,9 @@ from explorer.views import (
 )
 from explorer.views import figures as F
 from explorer.views.figures import style
-from mha_core import runs, teaching
-from mha_core.variant_runs import VariantSpec, run_variants
+from mha_core.runs import forward as runs
+from mha_core.runs import teaching
+from mha_core.variants.page_runs import VariantSpec, run_variants
 
 from .figure_checks import DIGIT, panel_px, plot_height, run_at, values_of, weights_figures
 
@@ -179,7 +180,7 @@ def test_a_panel_without_y_labels_draws_no_y_tick_marks():
 def test_trained_heads_axes_name_each_position_once():
     """Seen: the axes were token ids, with duplicates, so two keys read the same."""
     from explorer.views import trained_heads
-    from mha_core.training import train
+    from mha_core.toy.tiny_training import train
 
     result = train("previous_token", seed=0, steps=10)
     inspection = result.inspect()

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import (
     attention_explorer,
     cost,
@@ -22,9 +22,9 @@ from explorer.views import (
     step_through,
     step_through_steps,
 )
-from mha_core import masks, profiling, runs
-from mha_core.inputs import book_tokens
-from mha_core.listing import (
+from mha_core.attention import masks
+from mha_core.attention.inputs import book_tokens
+from mha_core.attention.listing import (
     INIT_LINES,
     LISTING_3_5,
     LISTING_LINES,
@@ -34,7 +34,9 @@ from mha_core.listing import (
     listing_statement,
     statement_lines,
 )
-from mha_core.modules import MultiHeadAttention
+from mha_core.attention.modules import MultiHeadAttention
+from mha_core.runs import forward as runs
+from mha_core.runs import profiling
 
 from ..teaching_helpers import explorer_run, number, step
 

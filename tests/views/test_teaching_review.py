@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.glue.settings import Settings
+from explorer.glue.state.settings import Settings
 from explorer.views import (
     cost,
     follow_a_token,
@@ -17,9 +17,11 @@ from explorer.views import (
     masks_and_cross_attention,
     step_through,
 )
-from mha_core import book, profiling, runs, teaching
-from mha_core.inputs import book_tokens
-from mha_core.modules import MultiHeadAttention, QKVMultiHeadAttention
+from mha_core.attention import book
+from mha_core.attention.inputs import book_tokens
+from mha_core.attention.modules import MultiHeadAttention, QKVMultiHeadAttention
+from mha_core.runs import forward as runs
+from mha_core.runs import profiling, teaching
 
 from ..teaching_helpers import explorer_run, number, step
 
@@ -238,8 +240,8 @@ def test_the_softmax_step_charts_why_sqrt_head_dim():
 
 
 def test_out_proj_maps_the_heads_back_to_the_embedding_width_and_d_out_is_per_head_in_the_wrapper():
-    from mha_core import book
-    from mha_core.gpt import GPTModel
+    from mha_core.attention import book
+    from mha_core.gpt.model import GPTModel
 
     cfg = {"vocab_size": 20, "context_length": 8, "emb_dim": 12, "n_heads": 3, "n_layers": 1}
     model = GPTModel(cfg | {"drop_rate": 0.0, "qkv_bias": False}).eval()

@@ -20,7 +20,7 @@ Conventions shared by every builder:
   uint8 codes, so a 16 × 1024 × 1024 figure stays a few hundred KB of JSON.
 * ``presenter=True`` makes every font about 1.6× larger, for a projector.
 * ``fig.layout.meta["filename"]`` names the PNG that plotly's toolbar downloads: ``png_config_for(fig)`` is the
-  plotly config the page's chart element draws with (explorer.glue.boundary.plot).
+  plotly config the page's chart element draws with (explorer.glue.frame.boundary.plot).
 
 Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, with role one of
 "values", "masked", "nan" or "legend", so that tests and pages can find traces without relying on order.

@@ -11,8 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from mha_core.listing import listing_statement
-from mha_core.modules import Trace
+from mha_core.attention.listing import listing_statement
+from mha_core.attention.modules import Trace
 
 from .heatmaps import heads_heatmap
 

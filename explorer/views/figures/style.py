@@ -307,8 +307,8 @@ NO_OVERFLOW_CHECK = "allow"
 
 def _no_tick_marks_without_labels(layout: dict) -> dict:
     """An axis that hides its tick labels draws no tick marks either. The page's template colours every axis's ticks
-    (explorer/glue/chart.js), and plotly.js draws coloured ticks "outside" unless a figure says otherwise: a stray dash
-    beside an unnamed axis (seen on Attention variants' K/V strip)."""
+    (explorer/glue/frame/chart.js), and plotly.js draws coloured ticks "outside" unless a figure says otherwise: a
+    stray dash beside an unnamed axis (seen on Attention variants' K/V strip)."""
     for key, axis in layout.items():
         if re.fullmatch("[xy]axis[0-9]*", key) and axis.get("showticklabels") is False:
             axis.setdefault("ticks", "")

@@ -1,0 +1,108 @@
+"""The Real heads page's experiments on a real GPT: scores on the typed text, knocking heads out, text the model
+writes, and how layer 1's heads read layer 0's (composition). Cached on settings (model, text, heads, ...), never
+on tensors; each run passes the admission gate; the shared model is only read.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.glue.cached import real_models
+from explorer.glue.memory import admission
+from explorer.views import induction_circuit
+from mha_core.gpt import composition, model_heads
+
+KNOCKOUT_MODES = ("zero", "mean")
+MAX_NEW_TOKENS = 80  # "continue my sentence": tokens written per press
+MAX_TOP_K = 256
+LIGHT_BYTES = 8 * 2**20  # the shipped model's runs: a few MB of activations
+COMPOSITION_MAX_EMB = 256  # (h1, h0, e, e) products: 4 × 4 × 128² floats here; GPT-2's 12 × 12 × 768² would be 340 MB
+
+
+def _gate(name: str, label: str):
+    """GPT-2 through real_models' gate (its bytes); the shipped model's light runs through the same gate."""
+    if name == "gpt2":
+        return real_models.gate(name)
+    return admission.admit(label, need_bytes=LIGHT_BYTES, should_stop=admission.session_ended())
+
+
+def _ids(name: str, text: str) -> list[int]:
+    return real_models.token_ids(name, text)[: real_models.page_cap(name)]
+
+
+def repeat_rows(name: str, text: str) -> tuple[int, ...]:
+    """The sentence's positions whose last few tokens appeared earlier (what induction can predict from)."""
+    return model_heads.repeat_rows(_ids(name, text))
+
+
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner="Knocking the heads out…")
+def _knockout(name: str, text: str, heads: tuple[tuple[int, int], ...], mode: str) -> model_heads.KnockoutReading:
+    model, tokenizer = real_models.model_and_tokenizer(name)
+    return model_heads.knockout_reading(model, tokenizer, _ids(name, text), heads, mode)
+
+
+def knockout(name: str, text: str, heads: tuple[tuple[int, int], ...], mode: str) -> model_heads.KnockoutReading:
+    """The sentence read with ``heads`` knocked out (zeroed or mean-ablated), beside the intact model."""
+    with _gate(name, "knocking heads out"):
+        return _knockout(name, text, tuple(sorted(heads)), mode)
+
+
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner="Writing…")
+def _continuation(name: str, text: str, new_tokens: int, temperature: float, top_k: int, seed: int) -> str:
+    model, tokenizer = real_models.model_and_tokenizer(name)
+    ids = _ids(name, text)
+    written = model_heads.continue_text(
+        model, tokenizer, ids, new_tokens, temperature=temperature, top_k=top_k or None, seed=seed
+    )
+    return tokenizer.decode(list(written))
+
+
+def continuation(name: str, text: str, new_tokens: int, temperature: float, top_k: int, seed: int) -> str:
+    """What the model writes after the sentence: ``new_tokens`` tokens, greedy at temperature 0, else sampled from
+    the ``top_k`` likeliest (0: all) with ``seed``."""
+    with _gate(name, "writing a continuation"):
+        return _continuation(name, text, new_tokens, temperature, top_k, seed)
+
+
+def composition_fits(name: str) -> bool:
+    facts = real_models.facts(name)
+    return facts is not None and facts.n_layers >= 2 and facts.emb_dim <= COMPOSITION_MAX_EMB
+
+
+@st.cache_resource(max_entries=2, show_spinner="Measuring how the layers compose…")
+def _circuit_view(name: str, presenter: bool):
+    model, _ = real_models.model_and_tokenizer(name)
+    probe = real_models.head_probe_in_gate(name)
+    comp = composition.composition(model)
+    scores = {kind: value.numpy().copy() for kind, value in comp.scores.items()}  # (h1, h0) each
+    return induction_circuit.composition_view(scores, comp.random, probe.strongest, presenter=presenter)
+
+
+def circuit_view(name: str, presenter: bool):
+    """Q-, K- and V-composition of layer 1's heads with layer 0's, as a view (the shipped model only: GPT-2's
+    products would not fit this server's memory)."""
+    with _gate(name, "measuring composition"):
+        return _circuit_view(name, presenter)
+
+
+COPYING_MAX_VOCAB = 512  # a V × V matrix: 256² bytes' logits here; GPT-2's 50,257² would be 10 GB
+
+
+def copying_fits(name: str) -> bool:
+    facts = real_models.facts(name)
+    return facts is not None and facts.vocab_size <= COPYING_MAX_VOCAB
+
+
+@st.cache_resource(max_entries=8, ttl=1800, show_spinner="Reading the head's OV circuit in token space…")
+def _copying_view(name: str, layer: int, head: int, presenter: bool):
+    model, tokenizer = real_models.model_and_tokenizer(name)
+    matrix = composition.ov_token_circuit(model, layer, head).numpy()  # (V, V)
+    labels = tokenizer.labels(list(range(matrix.shape[0])))
+    scores = composition.copying_scores(model).numpy()  # (L, h)
+    return induction_circuit.copying_view(matrix, labels, scores, layer=layer, head=head, presenter=presenter)
+
+
+def copying_view(name: str, layer: int, head: int, presenter: bool):
+    """A head's OV circuit in token space and every head's copying score (models with a small vocabulary only)."""
+    with _gate(name, "reading OV circuits"):
+        return _copying_view(name, layer, head, presenter)

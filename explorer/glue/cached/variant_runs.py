@@ -1,0 +1,133 @@
+"""Streamlit glue for the Attention variants page: its own URL parameters, and its runs and views, cached.
+
+Keys are the settings and small ints and strings, never arrays. Every run builds its own modules (or a private copy
+of the shipped GPT), so filling a KV cache changes nothing another session reads. Runs pass the admission gate with
+the page's estimate (budget "variants"); the shipped GPT's decoding is light (64 tokens at most, 2 layers).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.glue.cached import real_models
+from explorer.glue.cached.teaching_runs import seed_int
+from explorer.glue.memory import caches
+from explorer.glue.memory.caches import MB, byte_cached
+from explorer.glue.state import url
+from explorer.glue.state.settings import Settings
+from explorer.views import attention_variants, attention_variants_decoding
+from mha_core.runs import forward as runs
+from mha_core.variants import page_runs as variant_runs
+from mha_core.variants.page_runs import KINDS, VariantSpec
+
+DECODE_TOKENS = 48  # at most this many tokens decoded one at a time (each call is traced, and timed without too)
+MAX_NEW_TOKENS = 48
+MAX_LATENT = 512
+SOURCES = {"gpt": "the shipped GPT", "variant": "the chosen variant on the sidebar's input"}
+CONFIG_CHOICES = attention_variants.CONFIG_CHOICES
+VARIANT_KINDS = KINDS
+PROMPT = "The for statement iterates over"  # the shipped GPT's prompt: text like its training data
+
+
+def divisors(n: int) -> list[int]:
+    return [g for g in range(1, n + 1) if n % g == 0]
+
+
+def page_params(settings: Settings) -> tuple[int, int, int]:
+    """(num_kv_groups, latent_dim, window) from the widgets' state, seeded from ``?kv_groups=``, ``?latent=`` and
+    ``?window=`` once, kept in range: num_kv_groups snaps to the nearest divisor of num_heads, with a notice."""
+    heads = settings.num_heads
+    groups = seed_int("var_kv_groups", "kv_groups", max(1, heads // 2), 1, heads)
+    if heads % groups:
+        nearest = min(divisors(heads), key=lambda g: (abs(g - groups), g))
+        url.notice(f"kv_groups={groups} does not divide num_heads={heads}; using {nearest}.")
+        st.session_state.var_kv_groups = groups = nearest
+    latent = seed_int("var_latent", "latent", max(1, settings.d_out // 2), 1, MAX_LATENT)
+    window = seed_int("var_window", "window", max(1, min(4, settings.num_tokens)), 1, settings.context_length)
+    return groups, latent, window
+
+
+def variant_spec(settings: Settings, groups: int, latent: int, window: int) -> VariantSpec:
+    return VariantSpec(
+        d_in=settings.d_in,
+        d_out=settings.d_out,
+        num_heads=settings.num_heads,
+        context_length=settings.context_length,
+        qkv_bias=settings.qkv_bias,
+        seed=settings.seed,
+        num_kv_groups=groups,
+        latent_dim=latent,
+        window=window,
+    )
+
+
+@byte_cached(max_bytes=24 * MB, max_entries=8, ttl_s=900)
+def _variants_run(settings: Settings, groups: int, latent: int, window: int) -> variant_runs.VariantsRun:
+    x, labels = runs.build_input(settings.input_spec())
+    return variant_runs.run_variants(variant_spec(settings, groups, latent, window), x.float().cpu(), labels)
+
+
+@caches.gated("variants")
+@byte_cached(max_bytes=24 * MB, max_entries=32, ttl_s=1800, spinner="Running the five variants…")
+def heads_view(settings: Settings, groups: int, latent: int, window: int, kind: str, batch_index: int, presenter: bool):
+    """(panels, table) of one variant's heads, from the run of all five (cached apart, for the other sections)."""
+    run = _variants_run(settings, groups, latent, window)
+    return attention_variants.heads_panels(run, kind, batch_index, presenter), attention_variants.variants_table(run)
+
+
+@caches.gated("variants")
+@byte_cached(max_bytes=8 * MB, max_entries=32, ttl_s=1800, spinner="Running the five variants…")
+def bytes_view(settings: Settings, groups: int, latent: int, window: int, choice: str, presenter: bool):
+    """(panel, table, text) of the KV cache's bytes for the chosen config."""
+    run = _variants_run(settings, groups, latent, window)
+    return (
+        attention_variants.bytes_figure(choice, run, presenter),
+        attention_variants.bytes_table(choice, run),
+        attention_variants.preset_text(choice, run),
+    )
+
+
+@byte_cached(max_bytes=16 * MB, max_entries=8, ttl_s=900)
+def _module_decoding(settings: Settings, groups: int, latent: int, window: int, kind: str):
+    x, labels = runs.build_input(settings.input_spec())
+    x, labels = x[:, :DECODE_TOKENS].float().cpu(), list(labels)[:DECODE_TOKENS]
+    spec = variant_spec(settings, groups, latent, window)
+    module = variant_runs.build_variant(spec, kind)  # private to this run
+    return variant_runs.run_decoding(module, x, labels, 1, f"{kind} on the sidebar's input")
+
+
+@byte_cached(max_bytes=16 * MB, max_entries=8, ttl_s=900)
+def _gpt_decoding(new_tokens: int, layer: int):
+    model, tokenizer = real_models.own_model()  # shared: run_gpt_decoding fills a private copy
+    room = model.cfg["context_length"] - len(tokenizer.encode(PROMPT))
+    return variant_runs.run_gpt_decoding(
+        model,
+        tokenizer.encode(PROMPT),
+        min(new_tokens, room),
+        layer,
+        lambda ids: [tokenizer.decode([i]) for i in ids],
+    )
+
+
+@caches.gated("variants")
+@byte_cached(max_bytes=16 * MB, max_entries=32, ttl_s=1800, spinner="Decoding one token at a time…")
+def decoding_view(
+    settings: Settings,
+    groups: int,
+    latent: int,
+    window: int,
+    source: str,
+    kind: str,
+    new_tokens: int,
+    step: int,
+    presenter: bool,
+):
+    if source == "gpt":
+        run = _gpt_decoding(new_tokens, 0)
+    else:
+        run = _module_decoding(settings, groups, latent, window, kind)
+    return attention_variants_decoding.build_decoding_view(run, step, presenter)
+
+
+def gpt_absent_reason() -> str:
+    return real_models.own_absent_reason()

@@ -1,0 +1,305 @@
+"""The page boundary: every page's body runs inside ``run_page``, and shows its figures with ``show_figure``.
+
+Importing this module configures the process once (torch's threads, the allocator) and starts the idle watcher,
+before any session computes: every page imports it.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+
+import streamlit as st
+import torch
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+from explorer.glue.frame import chart, server_setup
+from explorer.glue.memory import admission, idle
+from explorer.glue.state.url import apply_settings
+from explorer.glue.state.user_text import quote
+from explorer.views import figures
+
+server_setup.configure_process()  # once per process, before any session computes
+idle.start_watcher()  # caches cleared after 5 minutes without a visitor
+
+
+def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
+    """A panel: its heading, the figure (PNG download named after it), and its caption.
+
+    ``bare``: the figure only (the teaching pages' presenter mode). ``stage``: the figure fills the height left on a
+    projector's first screen (presenter mode's main figure; see sidebar.PRESENTER_CSS), whatever its own height.
+    """
+    if not bare:
+        st.markdown(f"**{panel.title}**")
+    if stage:
+        st.html(STAGE_CSS)  # a constant: nothing from the user
+        figure, staged = panel.figure, figures.stage_cell_text(panel.figure)
+        if figure.layout.height:  # ints from the view's plan
+            wider = int(figure.layout.width or 0) > figures.FULL_FIGURE_PX  # it outgrew the page to keep its labels
+            least = {"height": int(STAGE_SQUEEZE * figure.layout.height), "key": f"stage_{panel.key}"}
+            st.html(STAGE_LEAST_CSS.format(**least, width=int(STAGE_SQUEEZE * figure.layout.width) if wider else 0))
+        if staged is not None:  # cell values, shown once the stage's drawn cells hold them
+            figure = staged[0]
+            st.html(STAGE_TEXT_CSS.format(key=f"stage_{panel.key}", width=staged[1], height=staged[2]))
+        with st.container(key=f"stage_{panel.key}"):
+            plot(st, figure, key=f"chart_{panel.key}", height="stretch", label=panel.title)
+    else:
+        plot(st, panel.figure, key=f"chart_{panel.key}", label=panel.title)
+    if not bare:
+        st.caption(panel.caption)
+
+
+# A page with a stage (presenter mode's main figure) gives the figure the screen's width: Streamlit's side padding of
+# 5rem (110 px a side at presenter type) shrinks to 1.5rem. At 1280 × 720 the Explorer's two heads were 155 px each.
+STAGE_CSS = (
+    "<style>.block-container, [data-testid='stMainBlockContainer'] "
+    "{ padding-left: 1.5rem !important; padding-right: 1.5rem !important; }</style>"
+)
+
+
+# A stage grows its figure to the screen but squeezes it to no less than STAGE_SQUEEZE of its planned size, where
+# every label has room to spare (1.4 lines each); a larger figure scrolls. At 720p, Trained heads' 2 heads × 16 tokens
+# (planned 1,466 px tall) were squeezed to 490 px, and the Explorer's 4 × 32 from 1,422 × 5,018 to 787 × 490: labels
+# printed over each other.
+STAGE_SQUEEZE = 0.75  # the defaults' figures (513 and 624 px planned) still fit a 720p stage's 490 px
+STAGE_LEAST_CSS = (
+    "<style>.st-key-{key} {{ min-height: {height}px !important; overflow-x: auto; }} "
+    ".st-key-{key} [data-testid='stElementContainer'], .st-key-{key} [data-testid='stBidiComponentRegular'] "
+    "{{ min-width: {width}px; }}</style>"
+)
+
+
+# A stage's cell values (figures.stage_cell_text), hidden until the stage is as large as their cells need: the view
+# does not know the screen, the stage's size (a CSS container) does. Numbers only, from the figure.
+STAGE_TEXT_CSS = (
+    "<style>.st-key-{key} {{ container: stage / size; }} .st-key-{key} g.heatmap-label {{ display: none; }} "
+    "@container stage (min-width: {width}px) and (min-height: {height}px) "
+    "{{ .st-key-{key} g.heatmap-label {{ display: inline; }} }}</style>"
+)
+
+
+def plot(container, figure, *, key: str, height: int | str = "content", label: str = "") -> None:
+    """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG, named ``label``
+    for a screen reader (else by its own title).
+
+    Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
+    grid colours) follows the page's light or dark theme; they set their text sizes themselves. Their colour scales
+    follow it here: on a dark page a copy gets the dark scales (st.context.theme: the browser's last known theme).
+    """
+    if height == "content" and on_a_phone():
+        figure = figures.one_column(figure)  # heads stacked, each the phone's width: side by side they were 65 px
+    figure = figures.for_theme(figure, dark=st.context.theme.type == "dark")
+    # A figure that sets its own width (square cells) is drawn in a box of that width, or of its place's when that is
+    # narrower: stretched to the page, its matrix kept to the left and its colour bar went to the far right
+    # (out_proj.weight's bar 600 px from its heatmap); drawn at its own width in a narrower place, it broke.
+    if figure.layout.width and height == "content":
+        container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
+    chart.draw(container, figure, config=figures.png_config_for(figure), key=key, height=height, label=label)
+
+
+# Columns that a phone stacks (Streamlit does below 640 px) in reverse: the right one, the step's figure, comes first
+# (Step through put its 3,000-px listing first). For the container ``key`` around the columns.
+RIGHT_FIRST_CSS = (
+    "<style>@media (max-width: 640px) {{ .st-key-{key} [data-testid='stHorizontalBlock'] "
+    "{{ flex-direction: column-reverse; }} }}</style>"
+)
+
+
+def on_a_phone() -> bool:
+    """The visitor's browser says it is a phone ("Mobi" in its User-Agent, as MDN advises): the server never learns
+    the screen's width, so a narrow desktop window keeps the figures as they are."""
+    try:
+        agent = st.context.headers.get("User-Agent", "")
+    except (AttributeError, RuntimeError):  # no session (a bare script)
+        return False
+    return "Mobi" in (agent or "")
+
+
+def show_table(
+    data, *, presenter: bool, key: str, formats: dict[str, str] | None = None, hide_index=True, width="stretch"
+) -> None:
+    """A small table: st.dataframe, or in presenter mode an HTML table (st.table) that the presenter CSS enlarges.
+
+    st.dataframe draws its cells on a canvas at the theme's size, which no CSS can grow. ``formats``: printf formats
+    by column name (the dataframe's NumberColumn formats; in presenter mode the cells are formatted as text). A table
+    of more than CANVAS_MOST_COLUMNS columns is HTML in normal mode too: its headers wrap, so every column shows (on
+    a canvas at 1280 × 800 the Cost table hid its columns after "traced (ms)", the held-out table position 15).
+    """
+    formats = formats or {}
+    if not presenter and _columns(data) <= CANVAS_MOST_COLUMNS:
+        config = {name: st.column_config.NumberColumn(format=fmt) for name, fmt in formats.items()}
+        st.dataframe(data, hide_index=hide_index, width=width, key=key, column_config=config)
+        return
+    st.table(formatted_cells(data, formats), hide_index=hide_index)
+
+
+CANVAS_MOST_COLUMNS = 8  # a canvas table of more columns scrolls some out of view at 1280 × 800
+
+
+def _columns(data) -> int:
+    """How many columns a table shows: a DataFrame's, a dict's keys, or the first row dict's (plus a shown index)."""
+    if isinstance(data, dict):
+        return len(data)
+    if isinstance(data, list):
+        return len(data[0]) if data else 0
+    return len(data.columns)
+
+
+def formatted_cells(data, formats: dict[str, str]):
+    """``data`` (a DataFrame, a dict of columns or a list of row dicts) with its numbers as text: each named column in
+    its printf format, other floats to 4 significant digits (an HTML table prints every digit it is given)."""
+
+    def cell(column, value):
+        if column in formats and isinstance(value, int | float) and not isinstance(value, bool):
+            return formats[column] % value
+        return f"{value:.4g}" if isinstance(value, float) else value
+
+    if isinstance(data, dict):
+        return {column: [cell(column, v) for v in values] for column, values in data.items()}
+    if isinstance(data, list):
+        return [{column: cell(column, v) for column, v in row.items()} for row in data]
+    return data.apply(lambda series: series.map(lambda v: cell(series.name, v)))  # a DataFrame, same index
+
+
+# A code box holding one long token that is no name (a ?trained= spec): it wraps anywhere rather than scroll.
+BREAK_ANYWHERE_CSS = (
+    ".st-key-{key} pre code, .st-key-{key} pre code span {{ overflow-wrap: anywhere !important; "
+    "word-break: break-all !important; }}"
+)
+HANGING = 4  # a wrapped line continues this many characters right of where its own text starts,
+MOST_HANGING = 12  # but never further right than this: in a narrow column deep lines keep room for their words
+HANGING_SHARE = 20  # nor than this share of the box (%): a presenter column 287 px wide kept 167 px and cut a name
+
+
+def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int = 0) -> str:
+    """CSS for st.code(..., wrap_lines=True) inside the container ``key``: each line's continuation starts under its
+    own indentation plus HANGING (at most MOST_HANGING), so wrapped Python keeps its shape (pre-wrap alone restarts it
+    at column 0). A line breaks at spaces and after punctuation (a zero-width space after each of Python's
+    punctuation tokens, drawn by CSS, so nothing is added to the text that is copied): never inside a name or a
+    number, and a projector need not scroll (breaking at spaces only made 8 of 12 presenter steps at 1280 × 720
+    scroll; breaking inside words cut `cont|iguous()`). The code must be highlighted as Python, which makes the tokens.
+
+    ``marker``: characters before the indentation (1 for a diff's +/- column). One rule per line, by position: the
+    code is the book's listing, a constant.
+    """
+    line = f".st-key-{key} code > span:nth-child({{}})" + (" > span:last-child" if line_numbers else "")
+    rules = [
+        f".st-key-{key} code > span"
+        + (" > span:last-child" if line_numbers else "")
+        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: normal; }}",
+        f'.st-key-{key} code .token.punctuation::after {{ content: "\\200b"; }}',
+    ]
+    for number, text in enumerate(code.splitlines(), start=1):
+        indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))
+        if indent and text.strip():
+            width = f"min({min(indent + HANGING, MOST_HANGING)}ch, {HANGING_SHARE}%)"  # a narrow box keeps room
+            rules.append(f"{line.format(number)} {{ padding-left: {width}; text-indent: calc(-1 * {width}); }}")
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
+LIT_LINE = "background: rgba(66, 133, 244, 0.18); box-shadow: inset 3px 0 0 rgba(66, 133, 244, 0.9);"
+
+
+def lit_lines_css(key: str, listing: str, mark: str = "+") -> str:
+    """CSS that tints the lines of ``listing`` (in st.code(..., line_numbers=True) inside ``key``) that start with
+    ``mark``: the listing is highlighted as Python, whose tokens let a line break between names, so the diff
+    highlighting that coloured the marked lines is done here instead."""
+    lines = [n for n, text in enumerate(listing.splitlines(), start=1) if text.startswith(mark)]
+    rules = [f".st-key-{key} code > span:nth-child({n}) {{ {LIT_LINE} }}" for n in lines]
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
+log = logging.getLogger("mha_explorer")
+
+
+def printed(text: str, *, wrap: bool = False) -> None:
+    """A tensor as torch prints it, in st.code's box. st.code loads Streamlit's syntax highlighter, every Prism
+    language (0.4–0.8 s of a new visitor's main thread before the first chart could draw, issue 20), for text that
+    has no syntax to highlight. ``wrap``: long lines wrap (a narrow column) instead of scrolling sideways."""
+    theme = "dark" if st.context.theme.type == "dark" else "light"  # the browser's, as for the figures (plot)
+    background = st.get_option(f"theme.{theme}.codeBackgroundColor") or PRINTED_FALLBACK
+    box = "mha-printed mha-wrap" if wrap else "mha-printed"
+    style = PRINTED_CSS.replace("BACKGROUND", background)
+    st.html(f'{style}<pre class="{box}"><code>{html.escape(text)}</code></pre>')
+
+
+PRINTED_FALLBACK = "rgba(128, 128, 128, 0.15)"  # a config without code colours: a grey that shows on light and dark
+# st.code's box, read off Streamlit 1.67's code block at 16 and 22 px type; the text's colour is the page's.
+PRINTED_CSS = (
+    "<style>.mha-printed { margin: 0; padding: 1rem 0 1rem 1rem; border-radius: 0.35rem; background: BACKGROUND; "
+    "overflow-x: auto; } .mha-printed code { display: block; padding: 0 1rem 0 0; margin: 0; background: none; "
+    "color: inherit; font-family: 'Source Code Pro', monospace; font-size: 0.875rem; line-height: 1.6; "
+    "white-space: pre; border: 0; border-radius: 0; } .mha-printed.mha-wrap { padding: 1rem; } "
+    ".mha-printed.mha-wrap code { padding: 0; white-space: pre-wrap; }</style>"
+)
+
+
+def _control_flow_classes() -> tuple[type[BaseException], ...]:
+    """Streamlit's own control flow, by class: st.stop raises StopException; st.rerun and st.switch_page raise
+    RerunException. Both derive from ScriptControlException (a BaseException): they must pass through."""
+    return (ScriptControlException,)
+
+
+def _is_streamlit_control_flow(error: BaseException) -> bool:
+    return isinstance(error, _control_flow_classes())
+
+
+def run_page(main: Callable[[], None]) -> None:
+    """Run a page's body; turn any exception into a short message that says what to change, and log it.
+
+    Everything but Streamlit's control flow is caught, Streamlit's own API errors included (a widget given
+    an impossible range). Out-of-memory gets its own advice; a session that ended mid-run stops quietly.
+    The user's settings stay in session state and the URL.
+    """
+    admission.page_started()
+    try:
+        main()
+    except BaseException as error:  # noqa: BLE001 - this is the page boundary
+        if _is_streamlit_control_flow(error) or not isinstance(error, Exception):
+            raise  # st.stop / st.rerun / st.switch_page, KeyboardInterrupt, SystemExit
+        if isinstance(error, admission.SessionEndedError):
+            log.info("stopped work for a session that ended: %s", error)
+            return
+        log.error("page failed: %s", "".join(traceback.format_exception(error)))
+        if isinstance(error, admission.ServerBusyError):
+            st.warning(f"{error} Try again in a minute; your settings are kept.", icon=":material/hourglass:")
+        elif isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
+            st.error(
+                "The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
+                "or choose the cpu device."
+            )
+            _offer_smaller_settings()
+        elif isinstance(error, ValueError):
+            st.error(f"These settings cannot run: {settings_quote(error)}. Change the setting it names.")
+        else:
+            st.error(
+                f"Something went wrong ({type(error).__name__}). Try smaller settings or reload the page; "
+                "the error was logged."
+            )
+    finally:
+        if admission.ran_heavy():  # the figures a heavy run sent are garbage now: their memory goes back too
+            admission.release_memory()
+        admission.page_finished()  # the last page running trims the heap (what light pages freed goes back too)
+
+
+def _offer_smaller_settings() -> None:
+    """One click to the nearest smaller setting: half the tokens, or the CPU when on a GPU."""
+    settings = st.session_state.get("settings")
+    if settings is None:
+        return
+    if settings.device != "cpu":
+        smaller = replace(settings, device="cpu", dtype="float32")
+        label = "Run on the cpu instead"
+    elif settings.num_tokens > 1:
+        smaller = replace(settings, num_tokens=max(1, settings.num_tokens // 2))
+        label = f"Try num_tokens = {smaller.num_tokens}"
+    else:
+        return
+    st.button(label, key="oom_smaller", on_click=apply_settings, args=(smaller,))
+
+
+def settings_quote(error: BaseException) -> str:
+    return quote(error, limit=300)

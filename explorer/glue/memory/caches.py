@@ -1,0 +1,384 @@
+"""The caches every page shares, bounded in bytes, and the admission gate in front of them: one cache mechanism.
+
+``st.cache_resource`` bounds a cache by its number of entries only, so a cache sized for a class's small views
+(64 entries of tens of KB) held 64 views of the largest run too: Follow a token kept 726 MB after 64 visits. Here
+each cache has a byte budget (and an entry cap), and the sum over every cache is bounded by ``TOTAL_BYTES``.
+Everything here is keyed on settings (never on arrays), shared by every session and never mutated (modules, runs,
+views with their built figures); ``st.cache_data`` would pickle the figures, and plotly validates a figure again on
+unpickle. ``clear_all`` empties every cache (the idle clear). Each run goes through the gate with its page's
+estimate in bytes (``budget``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+from explorer.glue.cached.real_models import LABELS, explorer_input
+from explorer.glue.cached.training_runs import trained_explorer_input
+from explorer.glue.memory import admission, budget, downloads
+from explorer.glue.state import settings as cfg
+from explorer.glue.state.settings import Settings
+from explorer.glue.state.url import notice
+from explorer.views import attention_explorer
+from mha_core.runs import forward as runs
+
+MB = 2**20
+TOTAL_BYTES = 64 * MB  # every byte-bounded cache together
+
+
+def size_of(value, _seen: set[int] | None = None, _depth: int = 0) -> int:
+    """Bytes an object holds: arrays and tensors by their buffers, figures by their data, the rest by sys.getsizeof.
+
+    Walks dataclasses, containers and plotly figures (their ``_data`` and ``_layout``); shared objects count once.
+    Cheap: no serialising, no copies.
+    """
+    seen = _seen if _seen is not None else set()
+    if id(value) in seen or _depth > 12:
+        return 0
+    seen.add(id(value))
+    nbytes = getattr(value, "nbytes", None)
+    storage = getattr(value, "untyped_storage", None)
+    if callable(storage):  # a torch tensor keeps its whole storage alive (a slice of a trace keeps the trace's)
+        kept = storage()
+        if ("storage", kept.data_ptr()) in seen:
+            return 128
+        seen.add(("storage", kept.data_ptr()))
+        return kept.nbytes() + 128
+    if isinstance(nbytes, int) and hasattr(value, "dtype"):  # numpy arrays
+        base = getattr(value, "base", None)
+        if base is not None and hasattr(base, "nbytes"):  # a numpy view keeps its whole base alive: count that
+            return 128 + size_of(base, seen, _depth + 1)
+        if getattr(value.dtype, "kind", "") == "O" and value.size:  # object arrays (hover text): sample the objects
+            sample = value.reshape(-1)[:64]
+            return nbytes + 128 + int(sum(sys.getsizeof(v) for v in sample) * value.size / len(sample))
+        return nbytes + 128
+    if isinstance(value, str | bytes | int | float | bool) or value is None:
+        return sys.getsizeof(value)
+    if isinstance(value, Mapping):  # dicts, and read-only views of them (a trace's steps)
+        items = value.items()
+        return sys.getsizeof(value) + sum(size_of(k, seen) + size_of(v, seen, _depth + 1) for k, v in items)
+    if isinstance(value, list | tuple | set | frozenset):
+        return sys.getsizeof(value) + sum(size_of(v, seen, _depth + 1) for v in value)
+    if hasattr(value, "_data") and hasattr(value, "_layout"):  # a plotly figure: its traces' and layout's dicts
+        return size_of(value._data, seen, _depth + 1) + size_of(value._layout, seen, _depth + 1)
+    if hasattr(value, "state_dict") and callable(value.state_dict):  # a torch module
+        return sum(size_of(t, seen) for t in value.state_dict(keep_vars=True).values()) + 1024
+    fields = getattr(value, "__dict__", None)
+    if fields is None and hasattr(value, "__slots__"):
+        fields = {name: getattr(value, name, None) for name in value.__slots__}
+    return sys.getsizeof(value) + (size_of(fields, seen, _depth + 1) if fields else 0)
+
+
+class ByteCache:
+    """A thread-safe LRU keyed on hashable arguments, bounded by ``max_bytes`` and ``max_entries``, with a ttl.
+
+    An entry larger than ``max_bytes`` is returned but not kept.
+    """
+
+    def __init__(self, name: str, max_bytes: int, max_entries: int = 64, ttl_s: float = 1800.0):
+        self.name, self.max_bytes, self.max_entries, self.ttl_s = name, max_bytes, max_entries, ttl_s
+        self._lock = threading.Lock()
+        self._items: OrderedDict[object, tuple[object, int, float]] = OrderedDict()  # key -> (value, bytes, stored)
+        self.bytes = 0
+
+    def get(self, key) -> tuple[bool, object]:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return False, None
+            if time.monotonic() - item[2] > self.ttl_s:
+                self._drop(key)
+                return False, None
+            self._items.move_to_end(key)
+            return True, item[0]
+
+    def put(self, key, value, nbytes: int) -> None:
+        if nbytes > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._items:
+                self._drop(key)
+            self._items[key] = (value, nbytes, time.monotonic())
+            self.bytes += nbytes
+            while self.bytes > self.max_bytes or len(self._items) > self.max_entries:
+                self._drop(next(iter(self._items)))
+        _REGISTRY.enforce_total()
+
+    def pop_oldest(self) -> bool:
+        with self._lock:
+            if not self._items:
+                return False
+            self._drop(next(iter(self._items)))
+            return True
+
+    def _drop(self, key) -> None:
+        _, nbytes, _ = self._items.pop(key)
+        self.bytes -= nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.bytes = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+class _Registry:
+    """Every ByteCache in the process: their total is held to TOTAL_BYTES by dropping the largest cache's oldest."""
+
+    def __init__(self):
+        self.caches: list[ByteCache] = []
+        self._lock = threading.Lock()
+
+    def add(self, cache: ByteCache) -> ByteCache:
+        with self._lock:
+            self.caches.append(cache)
+        return cache
+
+    def total(self) -> int:
+        return sum(cache.bytes for cache in self.caches)
+
+    def enforce_total(self) -> None:
+        """Drop the oldest entry of the largest cache that can drop one (held downloads cannot) until within."""
+        with self._lock:
+            while self.total() > TOTAL_BYTES:
+                if not any(cache.pop_oldest() for cache in sorted(self.caches, key=lambda c: -c.bytes)):
+                    break
+
+
+_REGISTRY = _Registry()
+_REGISTRY.add(downloads.HELD)  # made files waiting to be sent count in TOTAL_BYTES: cached views make room for them
+
+
+def clear_all() -> None:
+    for cache in list(_REGISTRY.caches):
+        cache.clear()
+
+
+def total_bytes() -> int:
+    return _REGISTRY.total()
+
+
+def byte_cached(max_bytes: int, max_entries: int = 64, ttl_s: float = 1800.0, spinner: str | None = None):
+    """Decorate a function of hashable arguments: its results shared in a ByteCache of its own.
+
+    Arguments whose name starts with ``_`` are left out of the key (as with st.cache_resource). ``spinner``: text
+    shown while a miss computes, in a running page.
+    """
+
+    def decorate(function: Callable):
+        cache = _REGISTRY.add(
+            ByteCache(f"{function.__module__}.{function.__qualname__}", max_bytes, max_entries, ttl_s)
+        )
+        names = function.__code__.co_varnames[: function.__code__.co_argcount]
+
+        def key_of(args, kwargs) -> tuple:
+            return tuple(a for n, a in zip(names, args, strict=False) if not n.startswith("_")) + tuple(
+                sorted((n, a) for n, a in kwargs.items() if not n.startswith("_"))
+            )
+
+        @functools.wraps(function)
+        def cached(*args, **kwargs):
+            key = key_of(args, kwargs)
+            hit, value = cache.get(key)
+            if hit:
+                return value
+            with _spinner(spinner):
+                value = function(*args, **kwargs)
+            cache.put(key, value, size_of(value))
+            return value
+
+        cached.cache = cache
+        cached.clear = cache.clear
+        cached.peek = lambda *args, **kwargs: cache.get(key_of(args, kwargs))  # (hit, value), computes nothing
+        return cached
+
+    return decorate
+
+
+def _spinner(text: str | None):
+    if text is None:
+        return contextlib.nullcontext()
+    try:
+        if get_script_run_ctx(suppress_warning=True) is None:
+            return contextlib.nullcontext()
+        return st.spinner(text)
+    except Exception:  # noqa: BLE001 - no page to draw on
+        return contextlib.nullcontext()
+
+
+# --- the gate and the explorer's caches ------------------------------------------------------------------------
+
+
+@byte_cached(max_bytes=48 * MB, max_entries=4, ttl_s=600)
+def cached_module(spec: runs.ModuleSpec):
+    """One module per settings, shared read-only by every session (never mutate it); its weights and mask counted."""
+    return runs.build_module(spec)
+
+
+def fit_page(settings: Settings, page: str) -> Settings:
+    """The nearest settings whose ``page`` run fits the one byte budget (budget.fitted), with a notice when it moved.
+
+    The sidebar and the URL keep the user's own settings for the other pages.
+    """
+    fitted = budget.fitted(page, settings)
+    if fitted == settings:
+        return settings
+    notice(budget.fit_notice(page, settings, fitted))
+    reconciled, _ = cfg.reconcile(fitted)
+    return reconciled
+
+
+def is_heavy(settings: Settings, page: str = "explorer") -> bool:
+    """A run that adds more than LIGHT_BYTES waits its turn in the gate."""
+    return budget.need_bytes(page, settings) > admission.LIGHT_BYTES
+
+
+def heavy_gate(settings: Settings, page: str = "explorer"):
+    """Big runs go one at a time through the one admission gate (explorer.glue.memory.admission) with their byte
+    estimate; small runs pass straight through. A waiting run gives up when its session ends; afterwards freed memory
+    goes back to the OS."""
+    need = budget.need_bytes(page, settings)
+    label = f"{budget.PAGE_NAMES[page]} at about {need / MB:,.0f} MB"
+    return admission.admit(label, need_bytes=need)
+
+
+def gated(page: str = "explorer"):
+    """Put a cached function taking settings first behind ``heavy_gate`` with ``page``'s estimate (outside its
+    cache, so a waiting session finds the first one's result)."""
+
+    def decorate(cached_function):
+        @functools.wraps(cached_function)
+        def run(settings: Settings, *args, **kwargs):
+            peek = getattr(cached_function, "peek", None)
+            if peek is not None:  # a view already made waits for nobody
+                hit, value = peek(settings, *args, **kwargs)
+                if hit:
+                    return value
+            with heavy_gate(settings, page):
+                return cached_function(settings, *args, **kwargs)
+
+        return run
+
+    if callable(page):  # the old form, @gated without a page
+        function, page = page, "explorer"
+        return decorate(function)
+    return decorate
+
+
+# Two levels of cache. The computed view (a run's trace, keyed on settings) is reused by every section, batch element
+# and presentation choice; the figures drawn from it are cached per presentation, as built objects (st.cache_data
+# would pickle them, and plotly validates a figure again on every unpickle). Both are byte-bounded caches
+# (``byte_cached`` above), shared by every session and never mutated (the chart element serialises it): a heavy
+# run is never kept, and a cache holds as many views as fit its bytes.
+
+
+def _run_explorer(settings: Settings):
+    """The explorer's module run once on its input (train mode on a private copy)."""
+    module, x, labels = module_and_input(settings)
+    return runs.run_explorer(module, x, labels, train=settings.train, seed=settings.seed, dropout=settings.dropout)
+
+
+@byte_cached(max_bytes=32 * MB, max_entries=16, ttl_s=900)
+def _kept_explorer_run(settings: Settings):
+    return _run_explorer(settings)
+
+
+def explorer_run(settings: Settings):
+    """The explorer's computed view for the settings: kept when light, run afresh (behind the gate) when heavy."""
+    if not is_heavy(settings):
+        return _kept_explorer_run(settings)
+    return _run_explorer(settings)
+
+
+@gated("explorer")
+@byte_cached(max_bytes=32 * MB, max_entries=64, ttl_s=1800, spinner="Running the module…")
+def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int | None, presenter: bool):
+    """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
+    return attention_explorer.build_view(
+        explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge, presenter=presenter
+    )
+
+
+def module_and_input(settings: Settings):
+    """(module, x (b, T, d_in), token labels) for the settings: seeded random weights, a trained layer, or a real
+    GPT's layer on its real input (``?model=``).
+
+    The module is shared by every session: never mutate it (runs.run_trace copies it for train mode).
+    """
+    if settings.model:
+        module, x, labels = explorer_input(settings.model, settings.text, settings.layer, settings.num_tokens)
+        return module, x, list(labels)
+    if settings.trained:
+        module, x, labels = trained_explorer_input(settings.trained)
+        return module, x, list(labels)
+    x, labels = runs.build_input(settings.input_spec())
+    return module_for(settings), x, labels
+
+
+def module_for(settings: Settings, spec: runs.ModuleSpec | None = None):
+    """The settings' module (or ``spec``'s): shared from ``cached_module`` when light, built for this run when heavy.
+
+    A heavy run's module (up to 36 MB at d_in = d_out = 1024 in float64) kept in the cache stayed on a used server
+    after the run; heavy runs go one at a time, so building it each run costs a few ms and no memory that adds up.
+    """
+    spec = settings.module_spec() if spec is None else spec
+    return runs.build_module(spec) if is_heavy(settings) else cached_module(spec)
+
+
+def real_model_label(settings: Settings) -> str:
+    """The real model a ``?model=`` setting names, in words."""
+    return LABELS.get(settings.model, settings.model)
+
+
+def npz_offered(settings: Settings) -> bool:
+    """The .npz download is offered when making it fits the one budget and the file fits what the caches may hold
+    while it waits to be fetched (``downloads.MAX_HELD_BYTES``, within ``TOTAL_BYTES``)."""
+    return budget.fits("npz", settings) and npz_file_bytes(settings) <= downloads.MAX_HELD_BYTES
+
+
+def npz_download(settings: Settings):
+    """A callable for st.download_button: the whole trace as .npz, made only on click, through the gate, and held
+    (within the caches' bytes) only until it is sent (``downloads``).
+
+    The button's request sent again before the file is fetched (a hand-made loop) gets the same bytes, made once;
+    the callable keeps only their identity, so a sent file is not kept alive by a tab that still shows the button.
+    """
+    made: list[int | None] = [None]  # id() of the file while downloads.HELD holds it
+    lock = threading.Lock()
+
+    def build() -> bytes:
+        module, x, labels = module_and_input(settings)
+        trace = runs.run_trace(module, x, train=settings.train, seed=settings.seed)
+        return runs.trace_npz(trace, labels)
+
+    def make() -> bytes:
+        with lock:
+            data = downloads.HELD.get(made[0])
+            if data is None:
+                need = budget.need_bytes("npz", settings)
+                label = f"{budget.PAGE_NAMES['npz']} at about {need / MB:,.0f} MB"
+                data = downloads.make(label, need, build, expected_bytes=npz_file_bytes(settings))
+                made[0] = id(data)
+                _REGISTRY.enforce_total()  # cached views make room for the held file
+            return data
+
+    return make
+
+
+def npz_file_bytes(settings: Settings) -> int:
+    """The .npz file's size, about: its (b, h, T, T) steps (scores, masked, weights, dropped) in the dtype, compressed
+    little (random floats), and the rest of the trace."""
+    cells = settings.batch_size * settings.num_heads * settings.num_tokens**2
+    return 4 * cells * budget.itemsize(settings.dtype) + budget.module_bytes(settings)

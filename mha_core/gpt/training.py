@@ -1,0 +1,377 @@
+"""Train the shipped GPT: the book's chapter-4 ``GPTModel``, small, on Python's documentation, seeded.
+
+``python -m mha_core.gpt.training`` runs ``RECIPE`` (the final recipe) and writes ``mha_core/gpt/shipped/``:
+``own_gpt.safetensors`` (weights) and ``own_gpt.json`` (config, recipe, losses, head scores, wall time); the
+tokenizer is bytes (``ByteTokenizer``), so it needs no file. ``key=value`` arguments override recipe fields,
+``out=DIR`` writes elsewhere, for experiments. ``load_shipped`` reads the files back.
+
+The recipe (docs/decisions.md, "The shipped GPT reads English"): first ``induction_warmup`` steps on the Trained
+heads page's induction task alone (random bytes, a segment repeated, scored on the repeat), where a 256-id model
+crosses its plateau in a few hundred steps; then text windows mixed with rows that repeat English and random bytes,
+so the model learns the text while the heads stay and spread to every position (phase 1). Its induction heads then
+match one character, which English defeats; from ``curriculum_start`` (phase 2) rows of random strings over an
+alphabet that shrinks from 32 letters to 3 teach them to match several, beside text and repeated English.
+
+Axis letters: L layers, b batch, h heads, T tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from mha_core.gpt import data as gpt_data
+from mha_core.gpt import english_probe, head_scores
+from mha_core.gpt import evaluation as gpt_eval
+from mha_core.gpt.evaluation import PROBE_BATCH, PROBE_SEED, heldout_loss, measure_heads, probe
+from mha_core.gpt.model import CONFIG_KEYS, GPTModel, check_config, count_parameters
+from mha_core.gpt.text_tokenizer import ByteTokenizer
+
+SHIPPED = Path(__file__).resolve().parent / "shipped"
+CHECKPOINT = Path(__file__).resolve().parents[2] / "runs" / "own_gpt.ckpt"  # ignored by git
+WEIGHTS, RECORD = "own_gpt.safetensors", "own_gpt.json"
+HELDOUT_WINDOWS = 64  # held-out windows of context_length tokens for the previous-token score on plain text
+THREADS = 2  # torch threads for the shipped run: both cores of this machine
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """Everything that determines the shipped model: the GPT config, the tokenizer and the optimisation."""
+
+    vocab_size: int = 256  # bytes
+    context_length: int = 128
+    emb_dim: int = 128
+    n_heads: int = 4
+    n_layers: int = 2
+    drop_rate: float = 0.0
+    qkv_bias: bool = False
+    tie_weights: bool = False  # True: out_head shares tok_emb's matrix (as GPT-2 does)
+    init_std: float = 0.0  # 0 keeps PyTorch's defaults; > 0: GPT-2's init (gpt2_init) with this std
+    sinusoidal_positions: bool = False  # True: pos_emb starts as sinusoids (still learned)
+    steps: int = 2400  # all steps, the induction warm-up and phase 2 included
+    induction_warmup: int = 400  # first steps on random-byte induction rows alone
+    warmup_rows: int = 64  # induction rows per warm-up step
+    warmup_length: int = 32  # their length: the plateau is shortest on short rows
+    batch_size: int = 16  # text windows per step after the warm-up
+    repeat_rows: int = 4  # random-byte induction rows per step after the warm-up, context_length long
+    text_repeat_rows: int = 8  # text windows with a stretch written again later (gpt_data.repeated_text_rows)
+    periodic_rows: int = 8  # a text stretch repeated to fill the row (gpt_data.periodic_text_rows)
+    few_letter_rows: int = 8  # a few common letters at random, a stretch repeated (gpt_data.few_letter_rows)
+    few_letters: int = 6
+    span_min: int = 8  # the repeated text stretches' lengths, in tokens
+    span_max: int = 64
+    lr: float = 3e-3  # AdamW, constant after ``lr_warmup`` steps unless ``final_lr`` differs
+    final_lr: float = 3e-4  # a cosine from lr down to this at step ``lr_horizon``
+    lr_horizon: int = 4000  # the cosine's length (phase 1 stops before its end, at ``curriculum_start``)
+    lr_warmup: int = 0  # steps of linear learning-rate ramp (not the induction warm-up)
+    # phase 2, from ``curriculum_start`` on: a fresh AdamW at a constant rate, text and periodic rows beside
+    # alphabet rows whose alphabet shrinks, so induction learns to match several characters (docs/decisions.md)
+    curriculum_start: int = 1400
+    curriculum_lr: float = 1e-3
+    alphabet_rows: int = 32
+    alphabet_length: int = 64
+    alphabet_from: int = 32  # letters at the start of phase 2 ...
+    alphabet_to: int = 3  # ... falling geometrically to this many over ``alphabet_decay`` steps
+    alphabet_decay: int = 1050
+    weight_decay: float = 0.0
+    beta2: float = 0.99
+    clip: float = 1.0  # gradient norm clip; 0: none
+    seed: int = 0  # model init from seed, batches from seed + 1
+    log_every: int = 10
+    probe_period: int = 32  # the probe: probe_period random ids, twice
+
+    def config(self) -> dict:
+        return check_config({key: getattr(self, key) for key in CONFIG_KEYS})
+
+
+RECIPE = Recipe()
+
+
+def build(recipe: Recipe) -> GPTModel:
+    """A fresh (or, before loading, a blank) model; ``tie_weights`` makes out_head use tok_emb's weight."""
+    model = GPTModel(recipe.config())
+    if recipe.init_std:
+        gpt2_init(model, recipe.init_std)
+    if recipe.sinusoidal_positions:
+        with torch.no_grad():
+            scale = model.tok_emb.weight.std()  # positions start as large as tokens
+            model.pos_emb.weight.copy_(sinusoids(recipe.context_length, recipe.emb_dim) * scale * math.sqrt(2))
+    if recipe.tie_weights:
+        model.out_head.weight = model.tok_emb.weight  # (V, E), one parameter
+    return model
+
+
+def sinusoids(num_positions: int, dim: int) -> torch.Tensor:
+    """(T, E) the Transformer paper's sin/cos position code (values in [-1, 1], std about 1/sqrt(2))."""
+    positions = torch.arange(num_positions, dtype=torch.float32)[:, None]  # (T, 1)
+    rates = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float32) / dim)  # (E/2,)
+    angles = positions * rates  # (T, E/2)
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(1)  # (T, E/2, 2) -> (T, E)
+
+
+def gpt2_init(model: GPTModel, std: float) -> None:
+    """GPT-2's initialisation: every weight N(0, std²), biases 0, the two projections that write into the
+    residual stream scaled by 1/sqrt(2·layers), so embeddings and block outputs start at comparable sizes."""
+    for name, param in model.named_parameters():
+        if name.endswith(("norm1.scale", "norm2.scale", "final_norm.scale")):
+            continue
+        if param.ndim < 2:
+            nn.init.zeros_(param)
+        else:
+            scaled = name.endswith(("att.out_proj.weight", "ff.layers.2.weight"))
+            nn.init.normal_(param, std=std / math.sqrt(2 * model.cfg["n_layers"]) if scaled else std)
+
+
+def letters_at(recipe: Recipe, step: int) -> int:
+    """Phase 2's alphabet size at ``step``: from ``alphabet_from`` down to ``alphabet_to``, geometrically."""
+    progress = min(1.0, max(0, step - recipe.curriculum_start) / recipe.alphabet_decay)
+    ratio = recipe.alphabet_to / recipe.alphabet_from
+    return max(recipe.alphabet_to, round(recipe.alphabet_from * ratio**progress))
+
+
+def learning_rate(recipe: Recipe, step: int) -> float:
+    """Linear ramp over ``lr_warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at ``lr_horizon``;
+    in phase 2 ``curriculum_lr``."""
+    if step >= recipe.curriculum_start:
+        return recipe.curriculum_lr
+    if step < recipe.lr_warmup:
+        return recipe.lr * (step + 1) / recipe.lr_warmup
+    progress = (step - recipe.lr_warmup) / max(1, recipe.lr_horizon - recipe.lr_warmup)
+    return recipe.final_lr + (recipe.lr - recipe.final_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def prepare(recipe: Recipe) -> tuple[ByteTokenizer, torch.Tensor, torch.Tensor]:
+    """(tokenizer, training ids, held-out ids): the corpus as UTF-8 bytes."""
+    tokenizer = ByteTokenizer()
+    if tokenizer.vocab_size != recipe.vocab_size:
+        raise ValueError(f"the byte tokenizer has {tokenizer.vocab_size} ids, the recipe {recipe.vocab_size}")
+    train_text, heldout_text = gpt_data.corpus()
+    return tokenizer, gpt_data.encode(tokenizer, train_text), gpt_data.encode(tokenizer, heldout_text)
+
+
+def train(
+    recipe: Recipe,
+    train_ids: torch.Tensor,
+    *,
+    stop_after: int | None = None,
+    eval_every: int = 0,
+    checkpoint: Path | None = None,
+    checkpoint_every: int = 100,
+):
+    """(model, losses, seconds): ``recipe.steps`` AdamW steps (or the first ``stop_after``); ``losses`` maps each
+    ``log_every``-th step (1-based) to that step's batch loss; ``seconds`` counts every session of the run.
+    ``eval_every`` > 0 prints probe scores.
+
+    With ``checkpoint`` (a file), the state (model, optimiser, batch generator, step, losses) is saved there every
+    ``checkpoint_every`` steps and a run resumes from it: a two-hour run survives a stopped session."""
+    torch.manual_seed(recipe.seed)
+    model = build(recipe)
+    model.train()
+    optimizer, gen = _optimizer(model, recipe, phase=1), torch.Generator().manual_seed(recipe.seed + 1)
+    losses, first, spent = {}, 0, 0.0
+    if checkpoint is not None and Path(checkpoint).exists():
+        state = _checkpoint_state(Path(checkpoint), recipe)
+        if state["step"] > recipe.curriculum_start:
+            optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator()
+        first, losses, spent = resume(state, model, optimizer, gen)
+    started = time.perf_counter() - spent
+    for step in range(first, recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
+        if step == recipe.curriculum_start:  # phase 2: a fresh optimiser and batches
+            optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator().manual_seed(recipe.seed + 2)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(recipe, step)
+        loss = batch_loss(model, recipe, train_ids, gen, step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if recipe.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
+        optimizer.step()
+        if (step + 1) % recipe.log_every == 0:
+            losses[step + 1] = loss.item()
+        if eval_every and (step + 1) % eval_every == 0:
+            gpt_eval.report_progress(model, recipe, step + 1, loss.item(), time.perf_counter() - started)
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0:
+            state = (model, optimizer, gen, step + 1, losses, time.perf_counter() - started)
+            save_checkpoint(Path(checkpoint), recipe, *state)
+    model.eval()
+    return model, losses, time.perf_counter() - started
+
+
+def _optimizer(model: GPTModel, recipe: Recipe, *, phase: int) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only; phase 2 starts afresh at ``curriculum_lr``."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=recipe.lr if phase == 1 else recipe.curriculum_lr, betas=(0.9, recipe.beta2))
+
+
+def save_checkpoint(path: Path, recipe: Recipe, model, optimizer, gen, step: int, losses: dict, wall: float) -> None:
+    """Everything a run needs to go on from ``step``, written to a temporary file first (a kill mid-write keeps
+    the last good checkpoint)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "recipe": dataclasses.asdict(recipe),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "generator": gen.get_state(),
+        "step": step,
+        "losses": losses,
+        "wall_time_s": wall,
+    }
+    partial = path.with_suffix(".partial")
+    torch.save(state, partial)
+    partial.replace(path)
+
+
+LATER_FIELDS = frozenset(f.name for f in dataclasses.fields(Recipe) if f.name.startswith(("curriculum", "alphabet")))
+
+
+def _checkpoint_state(path: Path, recipe: Recipe) -> dict:
+    """A checkpoint of this recipe; one made before phase 2 may differ in phase 2's fields, the step count and the
+    cosine's horizon (read from its step count). A ValueError names any other difference."""
+    state = torch.load(path, weights_only=False)
+    saved, wanted = dict(state["recipe"]), dataclasses.asdict(recipe)
+    saved.setdefault("lr_horizon", saved["steps"])
+    free = LATER_FIELDS | {"steps"} if state["step"] <= recipe.curriculum_start else frozenset()
+    changed = sorted(k for k, v in wanted.items() if k not in free and saved.get(k) != v)
+    if changed:
+        raise ValueError(f"{path} is a checkpoint of another recipe (fields {changed} differ): delete it or match")
+    return state
+
+
+def resume(state: dict, model, optimizer, gen) -> tuple[int, dict, float]:
+    """(step, losses, seconds spent) from a checkpoint's state, loaded into the model, optimiser and generator."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"])
+    print(f"resuming at step {state['step']}", flush=True)
+    return state["step"], state["losses"], state["wall_time_s"]
+
+
+def batch_loss(model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator, step: int):
+    """One step's loss: in the warm-up, the mean cross-entropy on the repeats of short random-byte induction rows;
+    after it, the mean over the kinds of rows of each kind's mean (text everywhere, random bytes and alphabet rows
+    on the repeat)."""
+    if step < recipe.induction_warmup:
+        rows = [gpt_data.induction_rows(gen, recipe.warmup_rows, recipe.warmup_length, recipe.vocab_size)]
+    elif step >= recipe.curriculum_start:
+        letters = letters_at(recipe, step)
+        rows = [gpt_data.alphabet_rows(gen, recipe.alphabet_rows, recipe.alphabet_length, letters)]
+        length, span = recipe.context_length + 1, (recipe.span_min, recipe.span_max)
+        for text in (
+            gpt_data.text_windows(train_ids, gen, recipe.batch_size, length),
+            gpt_data.periodic_text_rows(train_ids, gen, recipe.periodic_rows, length, span),
+        ):  # each (b, T + 1)
+            rows.append((text[:, :-1], text[:, 1:], torch.ones(text.shape[0], length - 1, dtype=torch.bool)))
+    else:
+        length, span = recipe.context_length + 1, (recipe.span_min, recipe.span_max)
+        texts = [gpt_data.text_windows(train_ids, gen, recipe.batch_size, length)]  # each (b, T + 1)
+        if recipe.text_repeat_rows:
+            texts.append(gpt_data.repeated_text_rows(train_ids, gen, recipe.text_repeat_rows, length, span))
+        if recipe.periodic_rows:
+            texts.append(gpt_data.periodic_text_rows(train_ids, gen, recipe.periodic_rows, length, span))
+        if recipe.few_letter_rows:
+            texts.append(gpt_data.few_letter_rows(gen, recipe.few_letter_rows, length, recipe.few_letters))
+        rows = [(t[:, :-1], t[:, 1:], torch.ones(t.shape[0], length - 1, dtype=torch.bool)) for t in texts]
+        if recipe.repeat_rows:
+            rows.append(gpt_data.induction_rows(gen, recipe.repeat_rows, recipe.context_length, recipe.vocab_size))
+    means = [F.cross_entropy(model(ids)[scored], targets[scored]) for ids, targets, scored in rows]
+    return sum(means) / len(means)
+
+
+def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tensor, torch.Tensor], wall: float) -> dict:
+    """The JSON record: config, recipe, losses, held-out and unigram losses, head scores, wall time, threads."""
+    train_ids, heldout_ids = ids
+    windows = gpt_data.heldout_windows(heldout_ids, recipe.context_length, HELDOUT_WINDOWS)  # (n, T + 1)
+    scores = measure_heads(model, probe(recipe), recipe.probe_period)
+    english = english_probe.report(model, ByteTokenizer(), windows[:, :-1])
+    return {
+        "config": recipe.config(),
+        "recipe": dataclasses.asdict(recipe),
+        "parameters": count_parameters(model),
+        "corpus": f"pydoc_data.topics, sorted keys, last {gpt_data.HELDOUT_TOPICS} topics held out",
+        "tokens": {"train": train_ids.numel(), "heldout": heldout_ids.numel()},
+        "loss_every": recipe.log_every,
+        "train_loss": {str(step): value for step, value in losses.items()},
+        "heldout_loss": heldout_loss(model, heldout_ids, recipe.context_length),
+        "heldout_tokens_scored": heldout_ids.numel() - 1,  # every held-out byte after the first
+        "unigram_heldout_loss": gpt_data.unigram_loss(train_ids, heldout_ids[1:], recipe.vocab_size),
+        "english_probe": english,
+        "probe": {"period": recipe.probe_period, "repeats": 2, "batch_size": PROBE_BATCH, "seed": PROBE_SEED},
+        "head_scores": {kind: value.tolist() for kind, value in scores.items()},
+        "strongest": {kind: head_scores.strongest(value) for kind, value in scores.items()},
+        "wall_time_s": wall,
+        "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+    }
+
+
+def save(directory: Path, model: GPTModel, rec: dict) -> None:
+    """The shipped files, weights in float32 (the causal mask buffers are rebuilt on load, not stored; a tied
+    out_head is stored as a copy, as safetensors stores no shared tensors)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if not k.endswith("att.mask")}
+    save_file(tensors, str(directory / WEIGHTS))
+    (directory / RECORD).write_text(json.dumps(rec, indent=1) + "\n")
+
+
+def load_record(directory: Path = SHIPPED) -> dict:
+    """The shipped JSON record (config, recipe, losses, head scores)."""
+    return json.loads((Path(directory) / RECORD).read_text())
+
+
+def load_shipped(directory: Path = SHIPPED) -> tuple[GPTModel, ByteTokenizer]:
+    """(model in eval mode, float32; tokenizer) from the shipped files."""
+    directory = Path(directory)
+    model = build(Recipe(**load_record(directory)["recipe"]))
+    missing, unexpected = model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=False)
+    if unexpected or any(not k.endswith("att.mask") for k in missing):
+        raise ValueError(f"{directory / WEIGHTS} does not fit the config: missing {missing}, unexpected {unexpected}")
+    return model.float().eval(), ByteTokenizer()
+
+
+def parse_args(argv: list[str]) -> tuple[Recipe, Path, int, Path]:
+    """``key=value`` overrides of ``RECIPE``; ``out=DIR``, ``eval_every=N`` and ``checkpoint=FILE`` are not
+    recipe fields."""
+    fields = {f.name: f.type for f in dataclasses.fields(Recipe)}
+    overrides, out, eval_every, checkpoint = {}, SHIPPED, 0, CHECKPOINT
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key == "out":
+            out = Path(value)
+        elif key == "eval_every":
+            eval_every = int(value)
+        elif key == "checkpoint":
+            checkpoint = Path(value)
+        elif key in fields:
+            kind = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true")}[fields[key]]
+            overrides[key] = kind(value)
+        else:
+            raise ValueError(
+                f"unknown argument {arg!r}: key=value with key in {sorted(fields)}, out, eval_every, checkpoint"
+            )
+    return dataclasses.replace(RECIPE, **overrides), out, eval_every, checkpoint
+
+
+def main(argv: list[str]) -> dict:
+    recipe, out, eval_every, checkpoint = parse_args(argv)
+    torch.set_num_threads(THREADS)
+    _, train_ids, heldout_ids = prepare(recipe)
+    model, losses, wall = train(recipe, train_ids, eval_every=eval_every, checkpoint=checkpoint)
+    rec = record(recipe, model, losses, (train_ids, heldout_ids), wall)
+    save(out, model, rec)
+    print(json.dumps({k: rec[k] for k in ("heldout_loss", "unigram_heldout_loss", "strongest", "wall_time_s")}))
+    return rec
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
