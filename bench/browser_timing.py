@@ -139,7 +139,7 @@ REMOUNT_JS = """async figures => {
 }"""
 
 
-def _drawn(page, text: str, *, charts: bool = True) -> None:
+def wait_until_drawn(page, text: str, *, charts: bool = True) -> None:
     """Until ``text`` is on the page, the script has finished, every chart has drawn (``charts``) and nothing has
     changed for QUIET_MS."""
     page.wait_for_function(  # textContent, not innerText: a poll must not lay the page out while it draws
@@ -178,7 +178,7 @@ def visit(browser, url: str, query: dict[str, str], *, returning: bool = False) 
 
     def first_page(page, query: dict[str, str]) -> None:
         page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
-        _drawn(page, f"({batch}, {heads}, {tokens}, {tokens})")
+        wait_until_drawn(page, f"({batch}, {heads}, {tokens}, {tokens})")
 
     context = visitor(
         browser, WATCH_JS + WS_JS, (lambda page: first_page(page, _earlier(query))) if returning else None
@@ -194,7 +194,7 @@ def visit(browser, url: str, query: dict[str, str], *, returning: bool = False) 
     slider.focus()
     begin = page.evaluate("() => performance.now()")
     page.keyboard.press("ArrowRight")
-    _drawn(page, f"({batch}, {heads}, {tokens + 1}, {tokens + 1})")
+    wait_until_drawn(page, f"({batch}, {heads}, {tokens + 1}, {tokens + 1})")
     slider_move = (page.evaluate("() => window.__lastChange") - begin) / 1000
     server = (page.evaluate("() => window.__lastMessage") - begin) / 1000
     after = page.evaluate(FIGURES_JS)
@@ -218,7 +218,7 @@ def streamlit_floor(browser, url: str, query: dict[str, str], *, returning: bool
 
     def first_page(page, query: dict[str, str]) -> None:
         page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
-        _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=False)
+        wait_until_drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=False)
 
     context = visitor(browser, WATCH_JS, (lambda page: first_page(page, _earlier(query))) if returning else None)
     page = context.new_page()
@@ -227,7 +227,7 @@ def streamlit_floor(browser, url: str, query: dict[str, str], *, returning: bool
     page.locator("[data-testid='stSlider']").filter(has_text="num_tokens").locator("input").focus()
     begin = page.evaluate("() => performance.now()")
     page.keyboard.press("ArrowRight")
-    _drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})", charts=False)
+    wait_until_drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})", charts=False)
     move = (page.evaluate("() => window.__lastChange") - begin) / 1000
     context.close()
     return first, move

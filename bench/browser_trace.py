@@ -35,7 +35,7 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from browser_timing import CASES, FLOOR_PAGE, TIMEOUT_S, VIEWPORT, WATCH_JS, _drawn  # noqa: E402
+from browser_timing import CASES, FLOOR_PAGE, TIMEOUT_S, VIEWPORT, WATCH_JS, wait_until_drawn  # noqa: E402
 
 from harness import chromium  # noqa: E402
 from harness.server import StreamlitServer  # noqa: E402
@@ -209,7 +209,7 @@ def trace_move(browser, url: str, query: dict[str, str], save: Path | None, *, c
     page = context.new_page()
     tokens, heads = int(query.get("num_tokens", 6)), int(query.get("num_heads", 2))
     page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
-    _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
+    wait_until_drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
     page.evaluate(MARK_JS)
     page.evaluate(STALE_JS)
     slider = page.locator("[data-testid='stSlider']").filter(has_text="num_tokens").locator("input")
@@ -217,7 +217,7 @@ def trace_move(browser, url: str, query: dict[str, str], save: Path | None, *, c
     browser.start_tracing(page=page, categories=CATEGORIES)
     begin = page.evaluate("() => performance.now()")
     page.keyboard.press("ArrowRight")
-    _drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})", charts=charts)
+    wait_until_drawn(page, f"(2, {heads}, {tokens + 1}, {tokens + 1})", charts=charts)
     move = (page.evaluate("() => window.__lastChange") - begin) / 1000
     raw = browser.stop_tracing()
     drawn = page.evaluate(CHARTS_JS)
@@ -245,12 +245,12 @@ def trace_first_page(
     if returning:  # the same profile saw the page once, with other settings (the server's cache misses again)
         page = context.new_page()
         page.goto(f"{url}/?{urlencode({**query, 'seed': str(int(query['seed']) + 1)})}", timeout=TIMEOUT_S * 1000)
-        _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
+        wait_until_drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
         page.close()
     page = context.new_page()
     browser.start_tracing(page=page, categories=CATEGORIES)
     page.goto(f"{url}/?{urlencode(query)}", timeout=TIMEOUT_S * 1000)
-    _drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
+    wait_until_drawn(page, f"(2, {heads}, {tokens}, {tokens})", charts=charts)
     first = page.evaluate("() => window.__lastChange") / 1000
     raw = browser.stop_tracing()
     resources = page.evaluate(RESOURCES_JS)

@@ -220,8 +220,8 @@ step("malloc_trim(0)", lambda: ctypes.CDLL("libc.so.6").malloc_trim(0))
 trace = runs.run_trace(module, x)
 z = trace.numpy("masked_scores")[0]  # (16, 1024, 1024), upper triangle -inf
 step("figures: colour range + block mean of (16, 1024, 1024)",
-     lambda: (downsample._color_range(z, style._KINDS["scores"], "scores", None, None),
-              downsample._block_reduce(z, 11, 11, "mean")))
+     lambda: (downsample.color_range(z, style.COLOR_KINDS["scores"], "scores", None, None),
+              downsample.block_reduce(z, 11, 11, "mean")))
 del trace, z
 trim()
 

@@ -76,7 +76,7 @@ def _timed_run_page(main) -> None:
 boundary.run_page = _timed_run_page  # the pages look it up at run time
 
 
-def _rerun_seconds(at: AppTest) -> float:
+def rerun_seconds(at: AppTest) -> float:
     _BODY_SECONDS.clear()
     at.run()
     if len(_BODY_SECONDS) != 1:
@@ -124,8 +124,7 @@ def _forward(query: dict[str, str]):
 
 def _clear_page_caches(page: str) -> None:
     if page.endswith("5_Trained_heads.py"):  # the trained model stays (training is not a rerun): its views go
-        training_runs._trained_view.clear()
-        training_runs._inspection.clear()
+        training_runs.clear_views()
         return
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -151,10 +150,10 @@ def fixed_cost(query: dict[str, str], repeats: int) -> float:
     for key, value in query.items():
         at.query_params[key] = value
     at.run()
-    return statistics.median(_rerun_seconds(at) for _ in range(repeats))
+    return statistics.median(rerun_seconds(at) for _ in range(repeats))
 
 
-def _open(page: str, query: dict[str, str]) -> AppTest:
+def open_page(page: str, query: dict[str, str]) -> AppTest:
     at = AppTest.from_file(str(ROOT / page), default_timeout=600)
     for key, value in {**query, **PAGE_QUERY.get(page, {})}.items():
         at.query_params[key] = value
@@ -176,13 +175,13 @@ def _open(page: str, query: dict[str, str]) -> AppTest:
 
 
 def measure(page: str, query: dict[str, str], repeats: int) -> dict[str, float]:
-    at = _open(page, query)
+    at = open_page(page, query)
     forward = _forward(query)
     misses, hits = [], []
     for _ in range(repeats):
         _clear_page_caches(page)
-        misses.append(_rerun_seconds(at))
-        hits.append(_rerun_seconds(at))
+        misses.append(rerun_seconds(at))
+        hits.append(rerun_seconds(at))
     if at.error:
         raise RuntimeError(f"{page}: {[e.value for e in at.error]}")
     arrays = _shown_arrays(at)
@@ -191,7 +190,7 @@ def measure(page: str, query: dict[str, str], repeats: int) -> dict[str, float]:
     return {"miss": miss, "hit": hit, "floor": floor, "charts": len(at.get(ELEMENT))}
 
 
-def _quiet_logs() -> None:
+def quiet_logs() -> None:
     import logging
 
     for name in ("streamlit", "mha_explorer"):
@@ -202,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    _quiet_logs()
+    quiet_logs()
     print("| page | settings | charts | floor (ms) | miss (ms) | miss / floor | hit (ms) | hit / floor |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for label, query in SETTINGS.items():

@@ -4,7 +4,7 @@ The page runs under AppTest; every cache is emptied before each rerun (a new stu
 timed in place, around the functions that do them, in the script thread:
 
 * forward: ``runs.run_explorer`` (the traced module run);
-* figures: ``attention_explorer.build_view`` (every panel built), of which downsampling (``_block_reduce``)
+* figures: ``attention_explorer.build_view`` (every panel built), of which downsampling (``block_reduce``)
   and plotly's figure objects (``style.to_figure``) are shown on their own;
 * serialising: ``chart.draw`` (plotly's ``to_json``, Streamlit's identity hash of the bytes, the protobuf);
 * the whole page body (``boundary.run_page``).
@@ -64,21 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--defaults", action="store_true", help="the book's defaults instead of 8 × 512")
     args = parser.parse_args(argv)
-    rerun_cost._quiet_logs()
+    rerun_cost.quiet_logs()
     timed(runs, "run_explorer", "forward")
     timed(attention_explorer, "build_view", "figures")
-    timed(heatmap_traces, "_block_reduce", "of which downsampling")
+    timed(heatmap_traces, "block_reduce", "of which downsampling")
     timed(style, "to_figure", "of which plotly figure objects")
     timed(chart, "draw", "serialising (the chart element)")
     name, query = list(CASES.items())[1 if args.defaults else 0]
-    at = rerun_cost._open("app.py", query)
+    at = rerun_cost.open_page("app.py", query)
     rows: dict[str, list[float]] = collections.defaultdict(list)
     for _ in range(args.repeats):
         st.cache_data.clear()
         st.cache_resource.clear()
         caches.clear_all()
         SECONDS.clear()
-        rows["page body (boundary.run_page)"].append(rerun_cost._rerun_seconds(at))
+        rows["page body (boundary.run_page)"].append(rerun_cost.rerun_seconds(at))
         for part in ("forward", "figures", "of which downsampling", "of which plotly figure objects"):
             rows[part].append(SECONDS[part])
         rows["serialising (the chart element)"].append(SECONDS["serialising (the chart element)"])

@@ -24,8 +24,10 @@ MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 # Under pytest-xdist each worker is a process of its own ("gw0", "gw1", ...; "" otherwise): its servers take ports
 # from a range of their own and write logs of their own, so two workers never race for a port or share a log.
+# MHA_TEST_PORT_BASE moves every worker's range, so that two checkouts' suites on one machine do not collide.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-WORKER_PORTS = 500  # ports per worker, from 20000 + 500 × its number
+PORT_BASE_ENV, DEFAULT_PORT_BASE = "MHA_TEST_PORT_BASE", 20000
+WORKER_PORTS = 500  # ports per worker, from the base + 500 × its number
 _ports_taken = itertools.count()
 
 
@@ -34,13 +36,23 @@ def worker_suffix() -> str:
     return f"-{WORKER}" if WORKER else ""
 
 
+def port_base() -> int:
+    """The first port of worker gw0's range: ``MHA_TEST_PORT_BASE``, or 20000."""
+    raw = os.environ.get(PORT_BASE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_PORT_BASE
+    if not (raw.isascii() and raw.isdigit() and 1024 <= int(raw) <= 65535 - 8 * WORKER_PORTS):
+        raise ValueError(f"{PORT_BASE_ENV}={raw!r} must be a port from 1024 to {65535 - 8 * WORKER_PORTS}")
+    return int(raw)
+
+
 def free_port() -> int:
     """A port free now: the OS's choice, or under xdist the next free one of this worker's own range."""
     if not WORKER:
         with socket.socket() as sock:
             sock.bind((HOST, 0))
             return sock.getsockname()[1]
-    base = 20000 + WORKER_PORTS * int(WORKER.removeprefix("gw"))
+    base = port_base() + WORKER_PORTS * int(WORKER.removeprefix("gw"))
     for _ in range(WORKER_PORTS):
         port = base + next(_ports_taken) % WORKER_PORTS
         with socket.socket() as sock:

@@ -14,7 +14,7 @@ from mha_core.gpt.head_scores import KINDS
 from mha_core.gpt.model_heads import MIN_MATCH, TextScores
 
 from .figures.panel import Panel
-from .figures.style import _SEQUENTIAL, _font, finish_figure
+from .figures.style import SEQUENTIAL, finish_figure, font_size
 
 MODEL_VIEW_PX = 840  # the main column at 1280 px with the sidebar open
 
@@ -62,7 +62,7 @@ def scores_figure(
     layout |= {
         "annotations": notes,
         "coloraxis": {
-            "colorscale": _SEQUENTIAL,
+            "colorscale": SEQUENTIAL,
             "cmin": 0.0,
             "cmax": cmax,
             "colorbar": {"title": {"text": "score"}, "thickness": 14, "lenmode": "pixels", "len": 140},
@@ -73,8 +73,8 @@ def scores_figure(
         title,
         presenter,
         plot_px=round(max(plot_px, 150)),
-        above_plot_px=_font(presenter, 1.6),
-        below_px=_font(presenter, 3),
+        above_plot_px=font_size(presenter, 1.6),
+        below_px=font_size(presenter, 3),
     )
 
 

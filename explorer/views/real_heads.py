@@ -19,7 +19,7 @@ from mha_core.gpt.model_heads import HeadProbe, TextReading, TextScores
 from . import figures
 from .figures.downsample import clipped_above, colorbar_ticks
 from .figures.panel import Panel, shape_text
-from .figures.style import _SEQUENTIAL, _font, escape_label, finish_figure
+from .figures.style import SEQUENTIAL, escape_label, finish_figure, font_size
 from .head_kinds import MODEL_VIEW_PX, baseline_text, is_kind, note, probe_baselines, scores_figure, text_scores_panel
 
 KIND_TEXT = {  # what each kind of head does, in a sentence a student can say back
@@ -71,7 +71,7 @@ def _thumb_axes(layout: dict, k: int, domains: tuple[list[float], list[float]], 
 
 def _grid_geometry(num_layers: int, num_heads: int, presenter: bool) -> tuple[float, float, float, float]:
     """(thumbnail px, gap px, left px for row names, plot height px) for an L × h grid in a page-wide figure."""
-    left = _font(presenter) * 4.5
+    left = font_size(presenter) * 4.5
     gap = 6.0
     side = min(MAX_THUMB_PX, (MODEL_VIEW_PX - left - 90 - gap * num_heads) / num_heads)
     return side, gap, left, num_layers * (side + gap)
@@ -104,14 +104,18 @@ def model_view_figure(weights: np.ndarray, labels: list[str], *, title: str, pre
     layout |= {
         "annotations": notes,
         "coloraxis": {
-            "colorscale": _SEQUENTIAL,
+            "colorscale": SEQUENTIAL,
             "cmin": 0.0,
             "cmax": top,
             "colorbar": bar | {"tickmode": "array", "tickvals": ticks, "ticktext": labels},
         },
     }
     return finish_figure(
-        {"data": data, "layout": layout}, title, presenter, plot_px=round(plot_px), above_plot_px=_font(presenter, 1.6)
+        {"data": data, "layout": layout},
+        title,
+        presenter,
+        plot_px=round(plot_px),
+        above_plot_px=font_size(presenter, 1.6),
     )
 
 

@@ -31,14 +31,14 @@ from mha_core.attention import masks
 from mha_core.attention.kernels import Attention, ExplicitAttention, Recorder, no_record
 
 
-def _check_positive_int(name: str, value) -> None:
+def check_positive_int(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-def _check_heads(width_name: str, width: int, num_heads: int) -> None:
-    _check_positive_int(width_name, width)
-    _check_positive_int("num_heads", num_heads)
+def check_divisible_heads(width_name: str, width: int, num_heads: int) -> None:
+    check_positive_int(width_name, width)
+    check_positive_int("num_heads", num_heads)
     if width % num_heads != 0:
         raise ValueError(
             f"{width_name}={width} must be divisible by num_heads={num_heads} "
@@ -47,12 +47,12 @@ def _check_heads(width_name: str, width: int, num_heads: int) -> None:
         )
 
 
-def _check_dropout(p) -> None:
+def check_dropout(p) -> None:
     if not (isinstance(p, (int, float)) and 0.0 <= float(p) < 1.0):
         raise ValueError(f"dropout must be in [0, 1), got {p!r}")
 
 
-def _check_input(name: str, x: torch.Tensor, width: int) -> None:
+def check_input(name: str, x: torch.Tensor, width: int) -> None:
     if not isinstance(x, torch.Tensor) or x.ndim != 3:
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"{name} must have shape (batch, tokens, {width}), got {shape}")
@@ -105,10 +105,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        _check_positive_int("d_in", d_in)
-        _check_heads("d_out", d_out, num_heads)
-        _check_positive_int("context_length", context_length)
-        _check_dropout(dropout)
+        check_positive_int("d_in", d_in)
+        check_divisible_heads("d_out", d_out, num_heads)
+        check_positive_int("context_length", context_length)
+        check_dropout(dropout)
         self.d_in = d_in
         self.d_out = d_out
         self.num_heads = num_heads
@@ -145,7 +145,7 @@ class MultiHeadAttention(nn.Module):
         the queries attend to every cached key (the causal mask's rows at the tokens' positions: bottom-right).
         """
         rec = recorder or no_record
-        _check_input("x", x, self.d_in)
+        check_input("x", x, self.d_in)
         b, num_tokens, _ = x.shape
         start = check_room(self, num_tokens, use_cache)  # the first new token's position
         rec("x", x, "the input embeddings")
@@ -179,8 +179,8 @@ class QKVMultiHeadAttention(nn.Module):
 
     def __init__(self, hidden_dim, n_heads, attention: Attention | None = None, dropout_p=0.0, bias=True):
         super().__init__()
-        _check_heads("hidden_dim", hidden_dim, n_heads)
-        _check_dropout(dropout_p)
+        check_divisible_heads("hidden_dim", hidden_dim, n_heads)
+        check_dropout(dropout_p)
         self.hidden_dim = hidden_dim
         self.n_heads = n_heads
         self.head_dim = hidden_dim // n_heads
@@ -202,7 +202,7 @@ class QKVMultiHeadAttention(nn.Module):
     def forward(self, query, key, value, attn_mask=None, *, recorder: Recorder | None = None):
         rec = recorder or no_record
         for name, tensor in (("query", query), ("key", key), ("value", value)):
-            _check_input(name, tensor, self.hidden_dim)
+            check_input(name, tensor, self.hidden_dim)
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(f"batch sizes differ: query {query.shape[0]}, key {key.shape[0]}, value {value.shape[0]}")
         if key.shape[1] != value.shape[1]:

@@ -226,8 +226,8 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-# OpenAI's GPT-2 (124M) in the book's GPTModel (chapter 5): the mapping lives in gpt2_weights.py, the download and
-# the disk loader in gpt2_download.py.
+# OpenAI's GPT-2 (124M) in the book's GPTModel (chapter 5): the mapping lives in pretrained.py, the download and
+# the disk loader in download.py.
 GPT2_CONFIG = {
     "vocab_size": 50257,
     "context_length": 1024,

@@ -1,6 +1,6 @@
 """Generation one token at a time with a KV cache, on the book's GPTModel, as ch04/03_kv-cache does it.
 
-The cache lives in each block's ``att`` (``use_cache=True``, ``reset_cache()``), so ``gpt.py`` is untouched: this
+The cache lives in each block's ``att`` (``use_cache=True``, ``reset_cache()``), so ``gpt/model.py`` is untouched: this
 module runs a model's parts itself, with the positions of the new tokens counted by the first block's cache. A
 model run here is changed (its caches fill): run a private copy (``private_copy``), never a shared one.
 

@@ -28,14 +28,24 @@ def book_head_dim(emb_dim: int, n_heads: int) -> int:
     return math.ceil(emb_dim / n_heads)
 
 
+def cache_formula(*, batch: int, tokens: int, layers: int, numbers_per_token: int, bytes_per_elem: int) -> int:
+    """The one formula every estimator here uses: batch × tokens kept × layers × numbers per token × bytes each."""
+    return batch * tokens * layers * numbers_per_token * bytes_per_elem
+
+
 def kv_bytes(*, batch: int, tokens: int, layers: int, n_kv_heads: int, head_dim: int, bytes_per_elem: int) -> int:
     """Keys and values of ``n_kv_heads`` heads: MHA (n_kv_heads = n_heads), GQA, MQA (n_kv_heads = 1)."""
-    return batch * tokens * layers * 2 * n_kv_heads * head_dim * bytes_per_elem
+    numbers = 2 * n_kv_heads * head_dim  # K and V
+    return cache_formula(
+        batch=batch, tokens=tokens, layers=layers, numbers_per_token=numbers, bytes_per_elem=bytes_per_elem
+    )
 
 
 def latent_bytes(*, batch: int, tokens: int, layers: int, latent_dim: int, bytes_per_elem: int) -> int:
     """One latent per token and layer: multi-head latent attention."""
-    return batch * tokens * layers * latent_dim * bytes_per_elem
+    return cache_formula(
+        batch=batch, tokens=tokens, layers=layers, numbers_per_token=latent_dim, bytes_per_elem=bytes_per_elem
+    )
 
 
 def swa_layer_split(n_layers: int, swa: int, full: int) -> tuple[int, int]:

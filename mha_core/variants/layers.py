@@ -23,11 +23,11 @@ import torch.nn as nn
 from mha_core.attention import masks
 from mha_core.attention.kernels import Attention, ExplicitAttention, Recorder, no_record
 from mha_core.attention.modules import (
-    _check_dropout,
-    _check_heads,
-    _check_input,
-    _check_positive_int,
     cache_keys_and_values,
+    check_divisible_heads,
+    check_dropout,
+    check_input,
+    check_positive_int,
     check_room,
     merge_heads,
     split_heads,
@@ -41,10 +41,10 @@ class _CachedAttention(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
         super().__init__()
-        _check_positive_int("d_in", d_in)
-        _check_heads("d_out", d_out, num_heads)
-        _check_positive_int("context_length", context_length)
-        _check_dropout(dropout)
+        check_positive_int("d_in", d_in)
+        check_divisible_heads("d_out", d_out, num_heads)
+        check_positive_int("context_length", context_length)
+        check_dropout(dropout)
         self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads
@@ -68,7 +68,7 @@ class _CachedAttention(nn.Module):
 
     def _begin(self, x: torch.Tensor, use_cache: bool, rec: Recorder) -> tuple[int, torch.Tensor]:
         """Check ``x``; the first new token's position; the per-head queries (b, h, t, d)."""
-        _check_input("x", x, self.d_in)
+        check_input("x", x, self.d_in)
         start = check_room(self, x.shape[1], use_cache)
         rec("x", x, "the input embeddings")
         queries = rec("queries", self.W_query(x), "queries = W_query(x)")  # (b, t, d_out)
@@ -88,7 +88,7 @@ class GroupedQueryAttention(_CachedAttention):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, num_kv_groups, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        _check_positive_int("num_kv_groups", num_kv_groups)
+        check_positive_int("num_kv_groups", num_kv_groups)
         if num_heads % num_kv_groups != 0:
             divisors = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
             raise ValueError(
@@ -127,7 +127,7 @@ class MultiHeadLatentAttention(_CachedAttention):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, latent_dim=None):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
         self.latent_dim = latent_dim if latent_dim is not None else max(16, d_out // 8)  # the book's default
-        _check_positive_int("latent_dim", self.latent_dim)
+        check_positive_int("latent_dim", self.latent_dim)
         self.W_DKV = nn.Linear(d_in, self.latent_dim, bias=qkv_bias)  # down: x -> the cached latent
         self.W_UK = nn.Linear(self.latent_dim, d_out, bias=qkv_bias)  # up: latent -> every head's keys
         self.W_UV = nn.Linear(self.latent_dim, d_out, bias=qkv_bias)  # up: latent -> every head's values
@@ -159,7 +159,7 @@ class MultiHeadAttentionWithSWA(_CachedAttention):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, sliding_window_size=None):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
         if sliding_window_size is not None:
-            _check_positive_int("sliding_window_size", sliding_window_size)
+            check_positive_int("sliding_window_size", sliding_window_size)
         self.sliding_window_size = sliding_window_size  # None: every earlier key (Listing 3.5)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

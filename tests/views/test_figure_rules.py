@@ -146,7 +146,7 @@ def test_tick_labels_label_every_token_up_to_32_and_fit_their_panel_upright_or_t
         assert fig.layout.width is None and fig.layout.yaxis.autorangeoptions.maxallowed == tokens - 0.5
     bar = fig.layout.coloraxis.colorbar  # colour-bar labels, one line of text each, along the bar
     assert len(bar.ticktext) * 1.2 * bar.tickfont.size <= max(bar.len * plot_height(fig), 2.4 * bar.tickfont.size)
-    shown = [style._short(style.escape_label(t)) for t in labels]
+    shown = [style.shorten(style.escape_label(t)) for t in labels]
     for k in range(heads):
         for name in (f"xaxis{k + 1 if k else ''}", f"yaxis{k + 1 if k else ''}"):
             axis = fig.layout[name]

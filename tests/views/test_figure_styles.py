@@ -67,12 +67,12 @@ def test_no_figure_paints_a_background_or_fixes_the_text_colour(run32):
 def test_magnitudes_use_viridis_and_signed_values_a_diverging_scale():
     import plotly.colors as pcolors
 
-    assert [c for _, c in style._KINDS["weights"].colorscale] == pcolors.sequential.Viridis
-    assert [c for _, c in style._KINDS["keep"].colorscale] == pcolors.sequential.Viridis
+    assert [c for _, c in style.COLOR_KINDS["weights"].colorscale] == pcolors.sequential.Viridis
+    assert [c for _, c in style.COLOR_KINDS["keep"].colorscale] == pcolors.sequential.Viridis
     for kind in ("scores", "values", "difference"):
         assert (
-            style._KINDS[kind].diverging
-            and [c for _, c in style._KINDS[kind].colorscale] == pcolors.diverging.RdBu[::-1]
+            style.COLOR_KINDS[kind].diverging
+            and [c for _, c in style.COLOR_KINDS[kind].colorscale] == pcolors.diverging.RdBu[::-1]
         )
 
 

@@ -206,8 +206,8 @@ def test_colour_bar_ticks_map_codes_back_to_values(rng):
 def test_block_max_keeps_a_sparse_peak_and_block_mean_averages():
     z = np.zeros((1, 4, 4), dtype=np.float32)
     z[0, 1, 2] = 1.0
-    assert downsample._block_reduce(z, 2, 2, "max")[0].tolist() == [[0, 1], [0, 0]]
-    assert downsample._block_reduce(z, 2, 2, "mean")[0].tolist() == [[0, 0.25], [0, 0]]
+    assert downsample.block_reduce(z, 2, 2, "max")[0].tolist() == [[0, 1], [0, 0]]
+    assert downsample.block_reduce(z, 2, 2, "mean")[0].tolist() == [[0, 0.25], [0, 0]]
 
 
 def test_block_reduce_keeps_fully_masked_blocks_masked_and_nan_visible():
@@ -216,15 +216,15 @@ def test_block_reduce_keeps_fully_masked_blocks_masked_and_nan_visible():
     z[0, 2, 0] = -np.inf  # a partly masked block: its mean skips the −∞ cell
     z[0, 3, 3] = np.nan
     for how in ("max", "mean"):
-        out = downsample._block_reduce(z, 2, 2, how)[0]
+        out = downsample.block_reduce(z, 2, 2, how)[0]
         assert out[0, 1] == -np.inf
         assert np.isnan(out[1, 1])
-    assert downsample._block_reduce(z, 2, 2, "mean")[0, 1, 0] == pytest.approx((9 + 12 + 13) / 3)
+    assert downsample.block_reduce(z, 2, 2, "mean")[0, 1, 0] == pytest.approx((9 + 12 + 13) / 3)
 
 
 def test_uneven_blocks_cover_exactly_the_token_range():
     z = np.ones((1, 10, 7), dtype=np.float32)
-    out = downsample._block_reduce(z, 4, 3, "mean")
+    out = downsample.block_reduce(z, 4, 3, "mean")
     assert out.shape == (1, 3, 3)
     assert np.array_equal(out, np.ones_like(out))  # padding does not dilute the last blocks
     fig = F.heads_heatmap(np.ones((1, 410, 250)), None, None, title="t", kind="values", hover_exact_limit=1)

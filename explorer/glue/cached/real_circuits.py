@@ -23,7 +23,7 @@ def _gate(name: str, label: str):
     """GPT-2 through real_models' gate (its bytes); the shipped model's light runs through the same gate."""
     if name == "gpt2":
         return real_models.gate(name)
-    return admission.admit(label, need_bytes=LIGHT_BYTES, should_stop=admission.session_ended())
+    return admission.admit(label, need_bytes=LIGHT_BYTES)
 
 
 def _ids(name: str, text: str) -> list[int]:

@@ -229,7 +229,7 @@ def gpt2_model():
     if not gpt2_ready():
         raise ModelUnavailableError(gpt2_absent_reason())
     loading = _gpt2_api().gpt2_bytes().loading  # above what stays: gpt2_no_room() made room for that
-    with admission.admit("loading GPT-2", need_bytes=loading, should_stop=admission.session_ended()):
+    with admission.admit("loading GPT-2", need_bytes=loading):
         model, tokenizer = _gpt2_api().load_gpt2()
     return model.eval().requires_grad_(False), tokenizer
 
@@ -283,7 +283,7 @@ def gate(name: str):
         return contextlib.nullcontext()
     sizes = _gpt2_api().gpt2_bytes(TOKEN_CAP["gpt2"])
     need = max(sizes.forward, sizes.attention_weights)
-    return admission.admit(f"{LABELS[name]} reading a sentence", need_bytes=need, should_stop=admission.session_ended())
+    return admission.admit(f"{LABELS[name]} reading a sentence", need_bytes=need)
 
 
 # --- what pages draw, cached on (model, text) ------------------------------------------------------------------------

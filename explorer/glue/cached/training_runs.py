@@ -305,6 +305,12 @@ def _trained_view(key: tuple, presenter: bool, _result: TrainResult):
     return build_trained_view(_result, _inspection(key, _result), presenter=presenter)
 
 
+def clear_views() -> None:
+    """Forget every cached inspection and view (a benchmark's cold run)."""
+    _trained_view.clear()
+    _inspection.clear()
+
+
 def trained_view(result: TrainResult, presenter: bool):
     """The trained heads page's view of a result, built once per presentation and shared (never mutate it)."""
     return _trained_view(_result_key(result), presenter, result)

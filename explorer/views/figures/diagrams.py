@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap_layout import DIGIT_WIDTH, FULL_FIGURE_PX
-from .style import _font, _labels, _short, _text_color_on, _tint, finish_figure, head_colors
+from .style import finish_figure, font_size, head_colors, shorten, text_color_on, tick_labels, tint
 from .text_width import text_px
 
 RESHAPE_STAGES = ("flat", "view", "transpose")
@@ -48,7 +48,7 @@ def _cell_width(values: np.ndarray | None, d_out: int, presenter: bool) -> float
         widest = max((f"{float(v):.2f}" for v in (finite.min(), finite.max())), key=len) if finite.size else "nan"
     else:
         widest = str(d_out - 1)
-    return max(len(widest), 3) * DIGIT_WIDTH * _font(presenter, 0.85) + 10
+    return max(len(widest), 3) * DIGIT_WIDTH * font_size(presenter, 0.85) + 10
 
 
 def _fit(stage: str, h: int, hd: int, cell_w: float, width_px: int) -> tuple[int, int]:
@@ -66,7 +66,7 @@ def _fit(stage: str, h: int, hd: int, cell_w: float, width_px: int) -> tuple[int
 def _headers(headers, colors: list[str], presenter: bool, cell_w: float) -> tuple[list[dict], list[dict]]:
     """A coloured bar over each head's block, named "head k" (or "k" when the block is too narrow for it)."""
     shapes, annotations = [], []
-    font = _font(presenter, 0.85)
+    font = font_size(presenter, 0.85)
     for row, first, last, k in headers:
         shapes.append(
             {
@@ -82,7 +82,7 @@ def _headers(headers, colors: list[str], presenter: bool, cell_w: float) -> tupl
         fits = text_px(f"head {k}", font) + 6 <= (last - first + 1) * cell_w
         annotations.append(
             {
-                "font": {"color": _text_color_on(colors[k]), "size": font},
+                "font": {"color": text_color_on(colors[k]), "size": font},
                 "showarrow": False,
                 "text": f"head {k}" if fits else str(k),
                 "x": (first + last) / 2,
@@ -108,7 +108,7 @@ def _cells(stage: str, drawn: tuple[int, int, int, int], tokens: list[str], valu
                 z[row, col] = k
                 text[row, col] = f"{values[t, c]:.2f}" if values is not None else str(c)
                 hover[row, col] = f"token {t} “{tokens[t]}”, flat column {c}<br>→ head {k}, dim {d}"
-                y_ticks[row] = _short(tokens[t])
+                y_ticks[row] = shorten(tokens[t])
                 x_ticks[col] = str(c) if stage == "flat" else str(d)
     return z, text, hover, x_ticks, y_ticks
 
@@ -117,14 +117,14 @@ def _cells_trace(z, text, hover, hs: int, colors: list[str], presenter: bool, sh
     """One heatmap of the drawn cells, each tinted by its head (band k of a stepped colour scale)."""
     colorscale = []
     for k, color in enumerate(colors):
-        colorscale += [[k / hs, _tint(color, 0.45)], [(k + 1) / hs, _tint(color, 0.45)]]
+        colorscale += [[k / hs, tint(color, 0.45)], [(k + 1) / hs, tint(color, 0.45)]]
     return {
         "type": "heatmap",
         "z": z,
         "text": text,
         "customdata": hover,
         "texttemplate": "%{text}" if show_text else "",
-        "textfont": {"size": _font(presenter, 0.85), "color": "black"},  # on light tints in either theme
+        "textfont": {"size": font_size(presenter, 0.85), "color": "black"},  # on light tints in either theme
         "hovertemplate": "%{customdata}<extra></extra>",
         "hoverongaps": False,
         "colorscale": colorscale,
@@ -190,7 +190,7 @@ def reshape_figure(
         raise ValueError(f"stage must be one of {RESHAPE_STAGES}, got {stage!r}")
     T, h, hd = n_tokens, num_heads, head_dim
     d_out = h * hd
-    tokens = _labels(token_labels, T, "token")
+    tokens = tick_labels(token_labels, T, "token")
     if values is not None:
         values = np.asarray(values)
         if values.shape != (T, d_out):
@@ -208,7 +208,7 @@ def reshape_figure(
     colors = head_colors(hs)
     cells = _cells_trace(z, text, hover, hs, colors, presenter, values is None or show_values)
     shapes, annotations = _headers(headers, colors, presenter, cell_w)
-    cell_h = round(1.9 * _font(presenter, 0.85))
+    cell_h = round(1.9 * font_size(presenter, 0.85))
     layout = _diagram_layout(stage, (n_rows, n_cols), x_ticks, y_ticks, cell_h / cell_w) | {
         "shapes": shapes,
         "annotations": annotations,
@@ -219,7 +219,7 @@ def reshape_figure(
         presenter,
         subtitle=_subtitle(stage, (Ts, T), (hs, h), (ds, hd)),
         plot_px=n_rows * cell_h,
-        below_px=round(3.2 * _font(presenter)),
+        below_px=round(3.2 * font_size(presenter)),
     )
 
 

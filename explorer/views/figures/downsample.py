@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .style import _CODE_MAX, _Kind, _nice_step
+from .style import CODE_MAX, ColorKind, nice_step
 
 WEIGHTS_QUANTILE = 0.99
 _QUANTILE_SAMPLE = 1 << 20  # positive weights the quantile is taken over, evenly spaced, at most
@@ -29,7 +29,9 @@ def weights_top(*weights: np.ndarray) -> float:
     return float(max(np.quantile(positive, WEIGHTS_QUANTILE), 1e-6))
 
 
-def _color_range(z: np.ndarray, kind: _Kind, name: str, zmin: float | None, zmax: float | None) -> tuple[float, float]:
+def color_range(
+    z: np.ndarray, kind: ColorKind, name: str, zmin: float | None, zmax: float | None
+) -> tuple[float, float]:
     """The one colour range shared by every head, from the finite values of all heads unless given.
 
     Masks and keep masks span 0..1; weights 0..``weights_top``; signed kinds are symmetric about 0.
@@ -69,18 +71,18 @@ def rounding_noise(z: np.ndarray, kind: str, zmin: float | None, zmax: float | N
     if kind != "difference" or zmin is not None or zmax is not None:
         return None
     largest = 0.0
-    for head in z.reshape(-1, *z.shape[-2:]):  # one head at a time, as in _color_range
+    for head in z.reshape(-1, *z.shape[-2:]):  # one head at a time, as in color_range
         finite = head[np.isfinite(head)]
         if finite.size:
             largest = max(largest, float(np.abs(finite).max()))
     return largest if largest <= ROUNDING_NOISE else None
 
 
-def _block_factor(n: int, blocks: int) -> int:
+def block_factor(n: int, blocks: int) -> int:
     return max(1, math.ceil(n / blocks))
 
 
-def _block_reduce(z: np.ndarray, fi: int, fj: int, how: str) -> np.ndarray:
+def block_reduce(z: np.ndarray, fi: int, fj: int, how: str) -> np.ndarray:
     """(h, i, j) -> (h, ceil(i / fi), ceil(j / fj)), one head at a time, so temporaries stay one head big."""
     return np.concatenate([_block_reduce_stack(z[k : k + 1], fi, fj, how) for k in range(z.shape[0])])
 
@@ -135,10 +137,10 @@ def _over_blocks(blocks: np.ndarray, op: np.ufunc, dtype=None) -> np.ndarray:
     return out
 
 
-def _quantise(z: np.ndarray, lo: float, hi: float) -> np.ndarray:
+def quantise(z: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """Finite values to uint8 codes 0..255 spanning [lo, hi]; −∞ and NaN become 0 (an overlay covers them)."""
-    scaled = (np.nan_to_num(z, nan=lo, neginf=lo, posinf=hi) - lo) / (hi - lo) * _CODE_MAX
-    return np.clip(np.rint(scaled), 0, _CODE_MAX).astype(np.uint8)
+    scaled = (np.nan_to_num(z, nan=lo, neginf=lo, posinf=hi) - lo) / (hi - lo) * CODE_MAX
+    return np.clip(np.rint(scaled), 0, CODE_MAX).astype(np.uint8)
 
 
 def colorbar_ticks(
@@ -153,7 +155,7 @@ def colorbar_ticks(
     if max_ticks <= 2:
         ticks, labels = [lo, hi], [_tick_label(lo), _tick_label(hi)]
         return ticks, labels[:1] + [f"≥ {labels[1]}" if clipped_top else labels[1]]
-    step = _nice_step((hi - lo) / (max_ticks - 1))
+    step = nice_step((hi - lo) / (max_ticks - 1))
     margin = max(0.12, 0.6 / max_ticks) * (hi - lo)  # no round tick this close to an end label
     inner = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
     inner = [0.0 if abs(t) < step * 1e-6 else t for t in inner if lo + margin < t < hi - margin]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .heatmap_layout import PanelSize, least_stage_cell_px
-from .style import _font, _text_color_on, escape_label, head_colors
+from .style import escape_label, font_size, head_colors, text_color_on
 from .text_width import text_px
 
 
@@ -36,9 +36,9 @@ def _band_label(label: str, x: float, band_px: float, color: str, presenter: boo
         x=x,
         y=1,
         yanchor="bottom",
-        yshift=3 + (band_px - _font(presenter, 1.2)) / 2,
+        yshift=3 + (band_px - font_size(presenter, 1.2)) / 2,
         showarrow=False,
-        font={"size": _font(presenter, 0.85), "color": _text_color_on(color)},
+        font={"size": font_size(presenter, 0.85), "color": text_color_on(color)},
     )
 
 
@@ -57,12 +57,12 @@ def _head_separator(x: float) -> dict:
     )
 
 
-def _band_columns(layout: dict, n_cols: int, groups: int, presenter: bool) -> int:
+def band_columns(layout: dict, n_cols: int, groups: int, presenter: bool) -> int:
     """Add a coloured band per head above the matrix's columns to ``layout``; return the pixels it needs."""
     if n_cols % groups:
         raise ValueError(f"{n_cols} columns do not split into {groups} equal head blocks")
     width = n_cols // groups
-    band_px = _font(presenter, 1.6)
+    band_px = font_size(presenter, 1.6)
     shapes = layout.setdefault("shapes", [])
     for k, color in enumerate(head_colors(groups)):
         x0, x1 = k * width - 0.5, (k + 1) * width - 0.5
@@ -75,7 +75,7 @@ def _band_columns(layout: dict, n_cols: int, groups: int, presenter: bool) -> in
 def band_label_text(name: str, k: int, band_px: float, presenter: bool) -> str | None:
     """Head k's band label: its name ("head k") when that fits the band's width in px, else "hk", else "k", else
     none, so that a label is never cut or run into its neighbour's."""
-    font = _font(presenter, 0.85)
+    font = font_size(presenter, 0.85)
     forms = (escape_label(name), f"h{k}", str(k))
     return next((text for text in forms if text_px(text, font) + 4 <= band_px), None)
 
@@ -83,7 +83,7 @@ def band_label_text(name: str, k: int, band_px: float, presenter: bool) -> str |
 def _band_labels(
     figure, n_cols: int, groups: int, names: Sequence[str] | None, presenter: bool, band_px: float
 ) -> None:
-    """Label the bands of ``figure`` (``_band_columns``), each chosen for a band ``band_px`` wide as drawn."""
+    """Label the bands of ``figure`` (``band_columns``), each chosen for a band ``band_px`` wide as drawn."""
     names = list(names) if names is not None else [f"head {k}" for k in range(groups)]
     if len(names) != groups:
         raise ValueError(f"{len(names)} group names for {groups} column groups")
@@ -92,10 +92,10 @@ def _band_labels(
         label = band_label_text(names[k], k, band_px, presenter)
         if label is not None:
             x = k * width - 0.5 + width / 2
-            figure.add_annotation(_band_label(label, x, _font(presenter, 1.6), color, presenter))
+            figure.add_annotation(_band_label(label, x, font_size(presenter, 1.6), color, presenter))
 
 
-def _label_bands(figure, size: PanelSize, labels_px: float, bands: tuple, presenter: bool) -> None:
+def label_bands(figure, size: PanelSize, labels_px: float, bands: tuple, presenter: bool) -> None:
     """The head bands' labels, for the bands as drawn: a stage may draw the cells smaller than planned.
     ``bands``: the matrix's column count, and (head count, head names) or None (no bands)."""
     if bands[1] is None:

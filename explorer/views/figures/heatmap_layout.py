@@ -21,9 +21,9 @@ from .style import (
     MAX_PANEL_COLUMNS,
     MAX_TICKS,
     PRESENTER_SCALE,
-    _axis_ticks,
-    _font,
+    axis_ticks,
     decode_array,
+    font_size,
     to_figure,
 )
 from .text_width import text_px, widest_px
@@ -72,7 +72,7 @@ def panel_size(i: int, j: int, n_cols: int, presenter: bool, width_px: int, labe
 def label_room_px(presenter: bool) -> float:
     """A cell's least size when every label is drawn: a line of tick text across it (turned, on the x axis), with a
     fifth of a line between neighbours."""
-    return 1.4 * _font(presenter)
+    return 1.4 * font_size(presenter)
 
 
 def labelled_grid(h: int, i: int, j: int, presenter: bool, width_px: int, labels_px: float):
@@ -107,16 +107,16 @@ def _grown(size: PanelSize, i: int, j: int, need: float) -> PanelSize:
 
 def x_labels_turned(size: PanelSize, labels: list[str], presenter: bool) -> bool:
     """Whether every one of ≤ 32 labels is drawn turned (−90°): upright, the widest would leave its cell."""
-    widest = widest_px(labels, _font(presenter))
-    return len(labels) <= ALL_LABELS_UP_TO and size.cell_width < widest + 1.2 * _font(presenter)
+    widest = widest_px(labels, font_size(presenter))
+    return len(labels) <= ALL_LABELS_UP_TO and size.cell_width < widest + 1.2 * font_size(presenter)
 
 
 def x_ticks(size: PanelSize, labels: list[str], n_cols: int, presenter: bool) -> tuple[dict, bool]:
     """The x axis's ticks, and whether they are turned −90°: when a label would leave its cell, or when the last
     would run into the next panel's first (both are kept: the first and the last are always labelled)."""
-    ticks = _axis_ticks(labels, min(MAX_TICKS, x_tick_count(size, labels, presenter)))
+    ticks = axis_ticks(labels, min(MAX_TICKS, x_tick_count(size, labels, presenter)))
     shown = ticks["ticktext"]
-    widest = widest_px(shown, _font(presenter))
+    widest = widest_px(shown, font_size(presenter))
     turned = x_labels_turned(size, labels, presenter) or len(shown) * (widest + 8) > size.width
     if not turned and len(clear_of_next_panel(ticks, n_cols, size, presenter)["tickvals"]) < len(ticks["tickvals"]):
         turned = True
@@ -126,8 +126,8 @@ def x_ticks(size: PanelSize, labels: list[str], n_cols: int, presenter: bool) ->
 def tick_text_px(labels: list[str], turned: bool, presenter: bool) -> float:
     """How tall the x tick labels stand: one line, or the widest label when turned."""
     if not turned:
-        return 1.6 * _font(presenter)
-    return widest_px(labels, _font(presenter)) + 0.6 * _font(presenter)
+        return 1.6 * font_size(presenter)
+    return widest_px(labels, font_size(presenter)) + 0.6 * font_size(presenter)
 
 
 def tick_count(pixels: float, label_px: float) -> int:
@@ -137,7 +137,7 @@ def tick_count(pixels: float, label_px: float) -> int:
 
 def x_tick_count(size: PanelSize, labels: list[str], presenter: bool) -> int:
     """Labels under a panel: as many as fit across it upright, so none overlaps or is rotated."""
-    widest = widest_px(labels, _font(presenter))
+    widest = widest_px(labels, font_size(presenter))
     return tick_count(size.width, widest)
 
 
@@ -151,7 +151,7 @@ def clear_of_next_panel(ticks: dict, n_cols: int, size: PanelSize, presenter: bo
     positions, texts = list(ticks["tickvals"]), list(ticks["ticktext"])
     if n_cols < 2 or len(positions) < 2 or size.cell_width <= 0:
         return ticks
-    font = _font(presenter)
+    font = font_size(presenter)
     n = round(size.width / size.cell_width)  # cells across the panel
     first_half = text_px(texts[0], font) / 2  # the next panel's first label, left of its first cell's centre
     while len(positions) > 1:
@@ -164,12 +164,12 @@ def clear_of_next_panel(ticks: dict, n_cols: int, size: PanelSize, presenter: bo
 
 def y_tick_count(size: PanelSize, presenter: bool) -> int:
     """Labels beside a panel: one per line height of the tick font."""
-    return tick_count(size.height, 1.2 * _font(presenter) - 8)
+    return tick_count(size.height, 1.2 * font_size(presenter) - 8)
 
 
 def cell_text_px(widest: str, presenter: bool) -> tuple[float, float]:
     """(width, height): the least cell that holds a value printed as ``widest`` (its longest text)."""
-    font = _font(presenter, 0.85)
+    font = font_size(presenter, 0.85)
     return len(widest) * DIGIT_WIDTH * font + 6, 1.3 * font
 
 
@@ -192,7 +192,7 @@ def least_stage_cell_px(size: PanelSize, figure, labels_px: float, presenter: bo
     if not presenter:
         return size.cell_width
     margin = figure.layout.margin
-    plot_h = STAGE_LEAST_PX[1] - margin.t - margin.b - 1.5 * _font(presenter)
+    plot_h = STAGE_LEAST_PX[1] - margin.t - margin.b - 1.5 * font_size(presenter)
     planned_w = figure.layout.width or FULL_FIGURE_PX
     room = side_px(presenter, labels_px)
     scale = max(0.0, STAGE_LEAST_PX[0] - room) / max(1.0, planned_w - room)
@@ -277,14 +277,14 @@ def subplot_grid(
 
 def row_gap_px(presenter: bool, titled: bool, ticks_px: float | None = None) -> int:
     """Pixels between panel rows: the upper row's tick labels (``ticks_px`` tall), then the lower row's titles."""
-    ticks_px = 1.6 * _font(presenter) if ticks_px is None else ticks_px
-    return round(ticks_px) + (round(1.6 * _font(presenter, 1.05)) if titled else 0) + 10
+    ticks_px = 1.6 * font_size(presenter) if ticks_px is None else ticks_px
+    return round(ticks_px) + (round(1.6 * font_size(presenter, 1.05)) if titled else 0) + 10
 
 
 def below_plot_px(presenter: bool, ticks_px: float | None = None) -> int:
     """Pixels under the last row: its tick labels (``ticks_px`` tall) and the axis title."""
-    ticks_px = 1.6 * _font(presenter) if ticks_px is None else ticks_px
-    return round(ticks_px) + round(1.5 * _font(presenter)) + 6
+    ticks_px = 1.6 * font_size(presenter) if ticks_px is None else ticks_px
+    return round(ticks_px) + round(1.5 * font_size(presenter)) + 6
 
 
 PHONE_FIGURE_PX = 358  # a 390-px phone's page, less Streamlit's padding
@@ -359,3 +359,8 @@ def _bar_below(layout: dict, bar_top: float) -> None:
         bar["title"] = bar.get("title", {}) | {"side": "top"}
     if "legend" in layout:
         layout["legend"] |= {"orientation": "h", "x": 0.0, "xanchor": "left", "y": 0.0, "yanchor": "top"}
+
+
+def row_labels_px(row_labels: list[str], presenter: bool) -> float:
+    """The row labels' width and the rotated axis title's, left of the first panel."""
+    return widest_px(row_labels, font_size(presenter)) + 2 * font_size(presenter)

@@ -7,20 +7,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .downsample import _block_factor, _block_reduce, _quantise
+from .downsample import block_factor, block_reduce, quantise
 from .style import (
-    _KINDS,
+    COLOR_KINDS,
     DISPLAY_CELL_BUDGET,
     MASKED_COLOR,
     MAX_BLOCKS_PER_AXIS,
     MAX_PANEL_COLUMNS,
     MIN_BLOCKS_PER_AXIS,
     NAN_COLOR,
-    _font,
+    font_size,
 )
 
 
-def _as_heads(matrices: np.ndarray) -> np.ndarray:
+def as_heads(matrices: np.ndarray) -> np.ndarray:
     z = np.asarray(matrices)
     if z.ndim == 2:
         z = z[None]
@@ -53,14 +53,19 @@ def _overlay(cells: np.ndarray, color: str, exact: bool, hovertemplate: str, tex
     )
 
 
-def _legend_swatch(name: str, color: str, presenter: bool) -> dict:
+def legend_swatch(name: str, color: str, presenter: bool) -> dict:
     return {
         "type": "scatter",
         "x": [None],
         "y": [None],
         "mode": "markers",
         "name": name,
-        "marker": {"symbol": "square", "size": _font(presenter), "color": color, "line": {"width": 1, "color": "#444"}},
+        "marker": {
+            "symbol": "square",
+            "size": font_size(presenter),
+            "color": color,
+            "line": {"width": 1, "color": "#444"},
+        },
         "hoverinfo": "skip",
         "showlegend": True,
         "meta": {"role": "legend"},
@@ -70,7 +75,7 @@ def _legend_swatch(name: str, color: str, presenter: bool) -> dict:
 
 
 @dataclass(frozen=True)
-class _Shown:
+class ShownMatrix:
     """What a heatmap sends for its heads: the exact values, or block-reduced uint8-ready values."""
 
     values: np.ndarray  # (h, i', j'): z itself when exact, else one cell per block
@@ -81,22 +86,22 @@ class _Shown:
     subtitle: str | None
 
 
-def _shown(z: np.ndarray, kind: str, hover_exact_limit: int) -> _Shown:
+def shown_matrix(z: np.ndarray, kind: str, hover_exact_limit: int) -> ShownMatrix:
     """Exact up to hover_exact_limit cells; beyond, each head shrunk by the kind's block reduction."""
     h, i, j = z.shape
     if h * i * j <= hover_exact_limit:
         # Small matrices get a thin rule between cells (the page's background), like a printed table.
-        return _Shown(z, True, {"xgap": 1, "ygap": 1} if max(i, j) <= 32 else {}, {}, {}, None)
-    reduce = _KINDS[kind].reduce
+        return ShownMatrix(z, True, {"xgap": 1, "ygap": 1} if max(i, j) <= 32 else {}, {}, {}, None)
+    reduce = COLOR_KINDS[kind].reduce
     side = int(np.clip(math.sqrt(DISPLAY_CELL_BUDGET / h), MIN_BLOCKS_PER_AXIS, MAX_BLOCKS_PER_AXIS))
-    fi, fj = _block_factor(i, side), _block_factor(j, side)
-    shown = _block_reduce(z, fi, fj, reduce)  # (h, i / fi, j / fj)
+    fi, fj = block_factor(i, side), block_factor(j, side)
+    shown = block_reduce(z, fi, fj, reduce)  # (h, i / fi, j / fj)
     # Uniform bricks (x0, dx) rather than an array of edges: plotly.js then paints the image in one pass
     # instead of one rectangle per cell (4× faster in Chromium at 8 heads × 512²). A last, shorter block
     # overhangs the last position; the axes' autorange stops at the matrix's edge (autorangeoptions).
     place = {"x0": (fj - 1) / 2, "dx": fj, "y0": (fi - 1) / 2, "dy": fi}
     what = "fraction kept in" if kind == "keep" else f"{reduce} of"
-    return _Shown(
+    return ShownMatrix(
         shown,
         False,
         place,
@@ -106,9 +111,11 @@ def _shown(z: np.ndarray, kind: str, hover_exact_limit: int) -> _Shown:
     )
 
 
-def _hover(kind: str, rows: list[str], cols: list[str], row_title: str, col_title: str, tokens: bool):
+def hover_text(kind: str, rows: list[str], cols: list[str], row_title: str, col_title: str, tokens: bool):
     """The exact cells' hover template, and the (i, j, 2) token pairs it reads when tokens is True."""
-    value = "%{z:.0f} (1 = may attend, 0 = blocked)" if kind == "mask" else f"{_KINDS[kind].value_name} = %{{z:.4f}}"
+    value = (
+        "%{z:.0f} (1 = may attend, 0 = blocked)" if kind == "mask" else f"{COLOR_KINDS[kind].value_name} = %{{z:.4f}}"
+    )
     if not tokens:
         return f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>{value}", None
     customdata = np.empty((len(rows), len(cols), 2), dtype=object)  # (i, j, [row token, column token])
@@ -117,7 +124,7 @@ def _hover(kind: str, rows: list[str], cols: list[str], row_title: str, col_titl
     return f"{row_title} %{{y}} “%{{customdata[0]}}”<br>{col_title} %{{x}} “%{{customdata[1]}}”<br>{value}", customdata
 
 
-def _widest_value(z: np.ndarray) -> str:
+def widest_value(z: np.ndarray) -> str:
     """The longest of the values printed to 2 decimals: it sits at one end of the range."""
     finite = z[np.isfinite(z)]
     if not finite.size:
@@ -125,7 +132,7 @@ def _widest_value(z: np.ndarray) -> str:
     return max((f"{float(finite.min()):.2f}", f"{float(finite.max()):.2f}"), key=len)
 
 
-def _head_traces(z, shown: _Shown, k: int, lo: float, hi: float, name: str, look: dict) -> list[dict]:
+def head_traces(z, shown: ShownMatrix, k: int, lo: float, hi: float, name: str, look: dict) -> list[dict]:
     """Head k's values trace, then its grey (−∞) and magenta (NaN) overlays where it has any."""
     on_axes = {"xaxis": f"x{k + 1 if k else ''}", "yaxis": f"y{k + 1 if k else ''}"}
     masked, nan = np.isneginf(shown.values[k]), np.isnan(shown.values[k])
@@ -144,7 +151,7 @@ def _head_traces(z, shown: _Shown, k: int, lo: float, hi: float, name: str, look
     else:
         main = {
             "type": "heatmap",
-            "z": _quantise(shown.values[k], lo, hi),
+            "z": quantise(shown.values[k], lo, hi),
             "hovertemplate": (
                 f"{look['row_title']} ≈ %{{y:.0f}}<br>{look['col_title']} ≈ %{{x:.0f}}<br>(downsampled)"
                 f"<extra>{name}</extra>"

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .downsample import _color_range, clipped_above, colorbar_ticks, rounding_noise
-from .heatmap_bands import _band_columns, _label_bands
+from .downsample import clipped_above, color_range, colorbar_ticks, rounding_noise
+from .heatmap_bands import band_columns, label_bands
 from .heatmap_layout import (
     FULL_FIGURE_PX,
     H_SPACE,
@@ -18,17 +18,18 @@ from .heatmap_layout import (
     cell_text_px,
     labelled_grid,
     row_gap_px,
+    row_labels_px,
     side_px,
     subplot_grid,
     tick_text_px,
     x_ticks,
     y_tick_count,
 )
-from .heatmap_traces import _as_heads, _head_traces, _hover, _legend_swatch, _shown, _widest_value
+from .heatmap_traces import as_heads, head_traces, hover_text, legend_swatch, shown_matrix, widest_value
 from .style import (
-    _CODE_MAX,
-    _KINDS,
     ALL_LABELS_UP_TO,
+    CODE_MAX,
+    COLOR_KINDS,
     HOVER_EXACT_LIMIT,
     HOVER_TOKENS_LIMIT,
     KINDS,
@@ -36,15 +37,14 @@ from .style import (
     MAX_TICKS,
     NAN_COLOR,
     ROUNDING_COLOR,
-    _axis_ticks,
-    _font,
-    _labels,
-    _short,
+    axis_ticks,
     escape_label,
     finish_figure,
+    font_size,
     legend_px,
+    shorten,
+    tick_labels,
 )
-from .text_width import widest_px
 
 
 def _axes(layout: dict, grid: tuple[int, int, int], ticks: tuple[dict, dict], titles: tuple[str, str], clip, angle):
@@ -87,7 +87,7 @@ def _square_cells(layout: dict, h: int, n_cols: int, size: PanelSize, row_labels
         }
         layout[f"xaxis{suffix}"] |= {"constrain": "domain", "constraintoward": "right" if alone else "left"}
     panels_px = n_cols * size.width / (1 - H_SPACE * (n_cols - 1)) if n_cols > 1 else size.width
-    layout["width"] = round(panels_px + side_px(presenter, _labels_px(row_labels, presenter)))
+    layout["width"] = round(panels_px + side_px(presenter, row_labels_px(row_labels, presenter)))
 
 
 def _fixed_ranges(layout: dict, h: int, shown) -> None:
@@ -98,11 +98,6 @@ def _fixed_ranges(layout: dict, h: int, shown) -> None:
         suffix = "" if k == 0 else str(k + 1)
         layout[f"xaxis{suffix}"] |= {"range": [-0.5, x_end], "autorange": False}
         layout[f"yaxis{suffix}"] |= {"range": [y_end, -0.5], "autorange": False}
-
-
-def _labels_px(row_labels: list[str], presenter: bool) -> float:
-    """The row labels' width and the rotated axis title's, left of the first panel."""
-    return widest_px(row_labels, _font(presenter)) + 2 * _font(presenter)
 
 
 COLORBAR_LEN = 0.75  # of the plot's height: the rest is for the masked/NaN legend below it
@@ -116,7 +111,7 @@ def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, 
 
     bar: its length in px and how many labels fit along it, one a line of text.
     """
-    spec = _KINDS[kind]
+    spec = COLOR_KINDS[kind]
     bar_px, bar_ticks = bar
     colorbar: dict = {
         "title": {"text": spec.value_name},
@@ -135,8 +130,8 @@ def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, 
             colorbar["title"] = {"text": "fraction<br>kept"}
     cmin, cmax = lo, hi
     if not exact:  # the traces hold uint8 codes: the colour bar maps codes back to real values
-        tickvals = [(t - lo) / (hi - lo) * _CODE_MAX for t in tickvals]
-        cmin, cmax = 0, _CODE_MAX
+        tickvals = [(t - lo) / (hi - lo) * CODE_MAX for t in tickvals]
+        cmin, cmax = 0, CODE_MAX
     colorbar |= {"tickmode": "array", "tickvals": tickvals, "ticktext": ticktext}
     return {"colorscale": spec.colorscale, "cmin": cmin, "cmax": cmax, "colorbar": colorbar}
 
@@ -144,7 +139,7 @@ def _coloraxis(kind: str, lo: float, hi: float, exact: bool, clipped_top: bool, 
 def _colour_bar(layout: dict, z, kind: str, scale, exact: bool, plot_px: float, presenter: bool, noise) -> float:
     """Set the figure's colour axis (``scale`` = lo, hi) with a bar that holds its labels; return its length in px."""
     clipped_top = kind == "weights" and clipped_above(z, scale[1])
-    line_px = 1.5 * _font(presenter)
+    line_px = 1.5 * font_size(presenter)
     # plotly's colour bar length holds its title and 2 × 10 px of padding too: a 2-row matrix's bar still reads
     bar_px = max(COLORBAR_LEN * plot_px, (MIN_BAR_LINES + 1) * line_px + 20)
     ticks = max(2, min(7, int((bar_px - line_px - 20) // line_px)))
@@ -170,7 +165,7 @@ def _look(kind: str, titles: tuple[str, str], hover, customdata, text: tuple[boo
         "customdata": customdata,
         "show_text": printable and fits,
         "presenter": presenter,
-        "text_font": {"size": _font(presenter, 0.85)},
+        "text_font": {"size": font_size(presenter, 0.85)},
         "masked_label": "causally masked" if kind == "keep" else "masked (−∞)",
     }
 
@@ -196,7 +191,7 @@ def _grid_layout(grid: tuple[int, int, int], size: PanelSize, names, ticks_px: f
     gap = row_gap_px(presenter, bool(names), 0 if bare else ticks_px)
     plot_px = n_rows * size.height + (n_rows - 1) * gap
     v_space = gap / plot_px if n_rows > 1 else None
-    return subplot_grid(n_rows, n_cols, names, _font(presenter, 1.05), v_space, left=size.square), plot_px, bare
+    return subplot_grid(n_rows, n_cols, names, font_size(presenter, 1.05), v_space, left=size.square), plot_px, bare
 
 
 def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels, look, shown, bare: bool) -> None:
@@ -206,7 +201,7 @@ def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels
     presenter, titles = look["presenter"], (look["row_title"], look["col_title"])
     short_rows, (x_axis_ticks, turned) = labels
     y_ticks = min(MAX_TICKS, y_tick_count(size, presenter))
-    ticks = (x_axis_ticks, _axis_ticks(short_rows, y_ticks))
+    ticks = (x_axis_ticks, axis_ticks(short_rows, y_ticks))
     _axes(layout, grid, ticks, titles, (shown.clip_x, shown.clip_y), -90 if turned else 0)
     for k in range(h - n_cols if bare else 0):  # every row above the last (the last may be short: 5 = 3 + 2)
         layout[f"xaxis{k + 1 if k else ''}"] |= {"showticklabels": False, "ticks": ""}
@@ -219,7 +214,7 @@ def _grid_axes(layout: dict, grid: tuple[int, int, int], size: PanelSize, labels
 def _swatches(data: list[dict], masked_label: str, presenter: bool) -> list[dict]:
     """A legend entry for masked and for NaN cells, each only when some trace draws them."""
     return [
-        _legend_swatch(label, color, presenter)
+        legend_swatch(label, color, presenter)
         for role, label, color in (("masked", masked_label, MASKED_COLOR), ("nan", "NaN", NAN_COLOR))
         if any((t.get("meta") or {}).get("role") == role for t in data)
     ]
@@ -252,30 +247,32 @@ def _heatmap_figure(
     width_px: int,
     column_bands: tuple[int, Sequence[str] | None] | None = None,
 ) -> go.Figure:
-    if kind not in _KINDS:
+    if kind not in COLOR_KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    z = _as_heads(matrices)  # (h, i, j)
+    z = as_heads(matrices)  # (h, i, j)
     h, i, j = z.shape
-    rows, cols = _labels(row_labels, i, row_title), _labels(col_labels, j, col_title)
-    lo, hi = _color_range(z, _KINDS[kind], kind, zmin, zmax)
-    shown = _shown(z, kind, hover_exact_limit)
-    short_cols, short_rows = [_short(c) for c in cols], [_short(r) for r in rows]
-    n_rows, n_cols, size = labelled_grid(h, i, j, presenter, width_px, _labels_px(short_rows, presenter))
+    rows, cols = tick_labels(row_labels, i, row_title), tick_labels(col_labels, j, col_title)
+    lo, hi = color_range(z, COLOR_KINDS[kind], kind, zmin, zmax)
+    shown = shown_matrix(z, kind, hover_exact_limit)
+    short_cols, short_rows = [shorten(c) for c in cols], [shorten(r) for r in rows]
+    n_rows, n_cols, size = labelled_grid(h, i, j, presenter, width_px, row_labels_px(short_rows, presenter))
     x_axis, turned = x_ticks(size, short_cols, n_cols, presenter)
     ticks_px = tick_text_px(x_axis["ticktext"], turned, presenter)
-    hover, customdata = _hover(kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit)
+    hover, customdata = hover_text(
+        kind, rows, cols, row_title, col_title, shown.exact and h * i * j <= hover_tokens_limit
+    )
     noise = rounding_noise(z, kind, zmin, zmax)
-    widest = _widest_value(z) if noise is None else "-0e-00"
+    widest = widest_value(z) if noise is None else "-0e-00"
     text = (shown.exact and kind not in ("mask", "keep"), cell_text_fits(size, widest, presenter))
     look = _look(kind, (row_title, col_title), hover, customdata, text, presenter, noise)
     layout, plot_px, bare = _grid_layout((n_rows, n_cols, j), size, panel_names, ticks_px, presenter)
-    data = [trace for k in range(h) for trace in _head_traces(z, shown, k, lo, hi, _name(panel_names, k), look)]
+    data = [trace for k in range(h) for trace in head_traces(z, shown, k, lo, hi, _name(panel_names, k), look)]
     _grid_axes(layout, (h, n_rows, n_cols), size, (short_rows, (x_axis, turned)), look, shown, bare)
     bar_px = _colour_bar(layout, z, kind, (lo, hi), shown.exact, plot_px, presenter, noise)
     beside_px = _legend_under_bar(layout, data, look["masked_label"], bar_px, plot_px, presenter)
-    above_plot_px = round(1.6 * _font(presenter, 1.05)) if panel_names else 0
+    above_plot_px = round(1.6 * font_size(presenter, 1.05)) if panel_names else 0
     if column_bands is not None:
-        above_plot_px += _band_columns(layout, j, column_bands[0], presenter)
+        above_plot_px += band_columns(layout, j, column_bands[0], presenter)
     figure = finish_figure(
         {"data": data, "layout": layout},
         title,
@@ -285,7 +282,7 @@ def _heatmap_figure(
         below_px=max(below_plot_px(presenter, ticks_px), round(beside_px - plot_px)),
         above_plot_px=above_plot_px,
     )
-    _label_bands(figure, size, _labels_px(short_rows, presenter), (j, column_bands), presenter)
+    label_bands(figure, size, row_labels_px(short_rows, presenter), (j, column_bands), presenter)
     return _leave_stage_text(figure, look, widest, (i, j))
 
 
@@ -327,10 +324,10 @@ def heads_heatmap(
 
     Up to ``hover_tokens_limit`` cells in all, hover gives each cell's two tokens; up to ``hover_exact_limit``
     it gives the value to 4 decimals (the trace's z is the input itself, −∞ and NaN set to NaN), and small
-    panels print their values in the cells. Beyond it, each head is downsampled (see ``_block_reduce``),
+    panels print their values in the cells. Beyond it, each head is downsampled (see ``block_reduce``),
     quantised to uint8, and no exact value is sent.
     """
-    z = _as_heads(matrices)
+    z = as_heads(matrices)
     names = list(head_names) if head_names is not None else [f"head {k}" for k in range(z.shape[0])]
     if len(names) != z.shape[0]:
         raise ValueError(f"{len(names)} head names for {z.shape[0]} heads")

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import GRID_COLOR, HEAD_COLORS, _font, escape_label, finish_figure, head_colors
+from .style import GRID_COLOR, HEAD_COLORS, escape_label, finish_figure, font_size, head_colors
 
 
 def _log_axis(values: Sequence[float], label_all: bool = False) -> dict:
@@ -142,7 +142,7 @@ def line_chart(
         presenter,
         plot_px=round(340 * (1.25 if presenter else 1.0)),
         legend_entries=len(series),
-        below_px=_font(presenter, 4),
+        below_px=font_size(presenter, 4),
     )
 
 
@@ -179,5 +179,5 @@ def bar_chart(
         title,
         presenter,
         plot_px=round(320 * (1.25 if presenter else 1.0)),
-        below_px=_font(presenter, 3),
+        below_px=font_size(presenter, 3),
     )

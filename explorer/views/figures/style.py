@@ -48,7 +48,7 @@ ALL_LABELS_UP_TO = 32  # up to this many tokens every one is labelled (labels tu
 TICK_LABEL_CHARS = 14  # a longer token is cut to this many characters (with "…") on an axis; hover has it whole
 MAX_PANEL_COLUMNS = 4
 
-_CODE_MAX = 255  # uint8 codes 0..255 span [zmin, zmax] linearly
+CODE_MAX = 255  # uint8 codes 0..255 span [zmin, zmax] linearly
 
 TRANSPARENT = "rgba(0,0,0,0)"
 GRID_COLOR = "rgba(128,128,128,0.3)"  # reads on a light and on a dark page
@@ -60,29 +60,29 @@ NARROW_FIGURE_PX = 500  # half a wide page on a 1280-px screen with the sidebar 
 
 
 @dataclass(frozen=True)
-class _Kind:
+class ColorKind:
     colorscale: list
     value_name: str  # in hover text and as the colour-bar title
     reduce: str  # "max" or "mean": how a block of cells becomes one displayed cell
     diverging: bool  # symmetric colour range about 0
 
 
-_SEQUENTIAL = [[k / 9, c] for k, c in enumerate(pcolors.sequential.Viridis)]
-_DIVERGING = [[k / 10, c] for k, c in enumerate(pcolors.diverging.RdBu[::-1])]
+SEQUENTIAL = [[k / 9, c] for k, c in enumerate(pcolors.sequential.Viridis)]
+DIVERGING = [[k / 10, c] for k, c in enumerate(pcolors.diverging.RdBu[::-1])]
 
 # reduce: a weight is sparse (one key can take it all), so a block shows its max; signed values show their mean;
 # a keep mask shows its mean, the fraction kept, which is what the page's metric says.
-_KINDS = {
-    "weights": _Kind(_SEQUENTIAL, "weight", "max", False),
-    "keep": _Kind(_SEQUENTIAL, "kept", "mean", False),
-    "scores": _Kind(_DIVERGING, "score", "mean", True),
-    "values": _Kind(_DIVERGING, "value", "mean", True),
-    "difference": _Kind(_DIVERGING, "difference", "mean", True),
-    "mask": _Kind(
+COLOR_KINDS = {
+    "weights": ColorKind(SEQUENTIAL, "weight", "max", False),
+    "keep": ColorKind(SEQUENTIAL, "kept", "mean", False),
+    "scores": ColorKind(DIVERGING, "score", "mean", True),
+    "values": ColorKind(DIVERGING, "value", "mean", True),
+    "difference": ColorKind(DIVERGING, "difference", "mean", True),
+    "mask": ColorKind(
         [[0.0, MASKED_COLOR], [0.5, MASKED_COLOR], [0.5, ALLOWED_COLOR], [1.0, ALLOWED_COLOR]], "mask", "max", False
     ),
 }
-KINDS = tuple(_KINDS)
+KINDS = tuple(COLOR_KINDS)
 
 
 # The one source of head colours: head k is HEAD_COLORS[k] in every figure and legend (heatmap bands, head view,
@@ -118,7 +118,7 @@ def head_colors(n: int) -> list[str]:
 def legend_px(entries: int, presenter: bool) -> int:
     """The plot height a legend of ``entries`` lines needs beside it: a figure at least this tall cuts none (at 16
     heads the bar charts' legend stopped at head 10)."""
-    return round(entries * (1.3 * _font(presenter) + 15)) + 30  # a line entry: 32.5 px at 15 px type (Chromium)
+    return round(entries * (1.3 * font_size(presenter) + 15)) + 30  # a line entry: 32.5 px at 15 px type (Chromium)
 
 
 def png_config(filename: str) -> dict:
@@ -173,7 +173,7 @@ def escape_markdown(label: object) -> str:
     return _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(label))
 
 
-def _labels(labels: Sequence[object] | None, n: int, what: str) -> list[str]:
+def tick_labels(labels: Sequence[object] | None, n: int, what: str) -> list[str]:
     if labels is None:
         return [str(k) for k in range(n)]
     if len(labels) != n:
@@ -181,7 +181,7 @@ def _labels(labels: Sequence[object] | None, n: int, what: str) -> list[str]:
     return [escape_label(label) for label in labels]
 
 
-def _nice_step(raw: float) -> float:
+def nice_step(raw: float) -> float:
     """The smallest of 1, 2, 2.5, 5 × 10^k that is at least raw."""
     if raw <= 0:
         return 1.0
@@ -189,7 +189,7 @@ def _nice_step(raw: float) -> float:
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
 
 
-def _short(label: str, limit: int = TICK_LABEL_CHARS) -> str:
+def shorten(label: str, limit: int = TICK_LABEL_CHARS) -> str:
     """An escaped label cut to limit characters for an axis (cut before escaping, so no entity is split)."""
     plain = html.unescape(label)
     return label if len(plain) <= limit else escape_label(plain[: limit - 1] + "…")
@@ -215,7 +215,7 @@ def _tick_positions(n: int, max_ticks: int = MAX_TICKS) -> list[int]:
     return [0, n - 1]
 
 
-def _axis_ticks(labels: list[str], max_ticks: int = MAX_TICKS) -> dict:
+def axis_ticks(labels: list[str], max_ticks: int = MAX_TICKS) -> dict:
     positions = _tick_positions(len(labels), max_ticks)
     return {"tickmode": "array", "tickvals": positions, "ticktext": [labels[k] for k in positions]}
 
@@ -233,7 +233,7 @@ def wrap(text: str, max_chars: int) -> str:
     return "<br>".join(lines)
 
 
-def _font(presenter: bool, factor: float = 1.0) -> int:
+def font_size(presenter: bool, factor: float = 1.0) -> int:
     return round(BASE_FONT_SIZE * factor * (PRESENTER_SCALE if presenter else 1.0))
 
 
@@ -259,7 +259,7 @@ def finish_figure(
     figure cost 20× its JSON; the dict is checked against plotly's schema in the tests instead
     (``tests/views/test_figure_builders.py``), so it is wrapped here without validating it again.
     """
-    title_px, subtitle_px = _font(presenter, 1.3), _font(presenter, 0.85)
+    title_px, subtitle_px = font_size(presenter, 1.3), font_size(presenter, 0.85)
     wrapped = wrap(title, TITLE_CHARS_PRESENTER if presenter else TITLE_CHARS)
     title_layout = {
         "text": wrapped,
@@ -282,8 +282,8 @@ def finish_figure(
     layout.update(
         template=_NO_TEMPLATE,
         title=title_layout,
-        font={"size": _font(presenter)},
-        hoverlabel={"font": {"size": _font(presenter)}},
+        font={"size": font_size(presenter)},
+        hoverlabel={"font": {"size": font_size(presenter)}},
         paper_bgcolor=TRANSPARENT,
         plot_bgcolor=TRANSPARENT,
         margin={"l": 10, "r": 10, "t": top, "b": below_px},
@@ -321,7 +321,7 @@ def _set_text_sizes(layout: dict, presenter: bool) -> dict:
     Set on each, not only as layout.font: a page theme's template (Streamlit's) sets these sizes itself, smaller,
     and a template's axis font outranks layout.font.
     """
-    size = _font(presenter)
+    size = font_size(presenter)
     for letter in "xy":
         axes = [key for key in layout if re.fullmatch(f"{letter}axis[0-9]*", key)] or [f"{letter}axis"]
         for key in axes:
@@ -355,12 +355,12 @@ def _rgb(color: str) -> tuple[int, int, int]:
     return tuple(int(float(v)) for v in re.findall(r"[\d.]+", color)[:3])
 
 
-def _tint(color: str, amount: float) -> str:
+def tint(color: str, amount: float) -> str:
     """``color`` mixed with white; amount 1 is the colour itself."""
     r, g, b = (round(255 - (255 - v) * amount) for v in _rgb(color))
     return f"rgb({r}, {g}, {b})"
 
 
-def _text_color_on(color: str) -> str:
+def text_color_on(color: str) -> str:
     r, g, b = _rgb(color)
     return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"

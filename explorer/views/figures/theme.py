@@ -11,7 +11,7 @@ from __future__ import annotations
 import plotly.colors as pcolors
 import plotly.graph_objects as go
 
-from .style import _DIVERGING, _SEQUENTIAL, ROUNDING_COLOR, to_figure
+from .style import DIVERGING, ROUNDING_COLOR, SEQUENTIAL, to_figure
 
 DARK_BACKGROUND = "#0b0d12"  # .streamlit/config.toml [theme.dark] backgroundColor
 LIGHT_BACKGROUND = "#ffffff"
@@ -32,8 +32,8 @@ SEQUENTIAL_DARK = [[k / 7, c] for k, c in enumerate(pcolors.sequential.Viridis[2
 # "equal to rounding": a grey nearer the background than the masked grey (#7f7f7f), as #c8c8c8 is on white
 ROUNDING_DARK = "#3b414d"
 _SWAPS = {
-    "diverging": (_DIVERGING, DIVERGING_DARK),
-    "sequential": (_SEQUENTIAL, SEQUENTIAL_DARK),
+    "diverging": (DIVERGING, DIVERGING_DARK),
+    "sequential": (SEQUENTIAL, SEQUENTIAL_DARK),
     "rounding": ([[0.0, ROUNDING_COLOR], [1.0, ROUNDING_COLOR]], [[0.0, ROUNDING_DARK], [1.0, ROUNDING_DARK]]),
 }
 
