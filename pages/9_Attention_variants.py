@@ -38,14 +38,7 @@ def main() -> None:
     seed_page_params()
     url.show_notices()
     if not presenter:
-        st.markdown(
-            "Today's models build attention from Listing 3.5 with a few changes, each to shrink the **KV cache**: "
-            "the keys and values a model keeps while it generates, so that each new token computes only its own. "
-            "**GQA** lets groups of query heads share key/value heads (Llama 3, Qwen3, Gemma 3); **MQA** is its "
-            "one-group end; **MLA** caches one narrow latent per token and rebuilds keys and values from it "
-            "(DeepSeek V2–V3); **SWA** lets each token see only the last few (Gemma 3, Mistral). Named as in the "
-            "book's bonus code, rasbt/LLMs-from-scratch ch04/03_kv-cache, 04_gqa, 05_mla and 06_swa."
-        )
+        st.markdown(attention_variants.intro_text())
     tabs = dict(zip(SECTIONS, sidebar.section_tabs("section", SECTIONS, section), strict=True))
     with tabs[section]:
         {"heads": heads_section, "bytes": bytes_section, "decode": decode_section}[section](

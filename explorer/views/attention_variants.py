@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from mha_core.variants.kv_memory import PRESETS, VARIANTS, CacheConfig, context_lengths
+from mha_core.variants.kv_memory import DTYPE_BYTES, PRESETS, VARIANTS, CacheConfig, context_lengths
 from mha_core.variants.page_runs import NAMES, VariantsRun
 
 from . import figures
@@ -19,6 +19,26 @@ from .figures.style import head_colors
 
 THIS_CONFIG = "this module"
 CONFIG_CHOICES = (THIS_CONFIG, *PRESETS)
+
+
+def intro_text() -> str:
+    """The page's opening paragraph; its numbers are the presets' (DeepSeek's 576, Mistral's and Gemma's windows)."""
+    deepseek, mistral, gemma = PRESETS["DeepSeek-V2"], PRESETS["Mistral 7B v0.1"], PRESETS["Gemma 3 27B (window)"]
+    latent = deepseek.latent_dim - deepseek.rope_dim
+    gemma_swa, _ = gemma.swa_layers()
+    return (
+        "Today's models build attention from Listing 3.5 with a few changes, each to shrink the **KV cache**: the "
+        "keys and values a model keeps while it generates, so that each new token computes only its own. **GQA** "
+        "lets groups of query heads share key/value heads (Llama 3, Qwen3, Gemma 3); **MQA** is its one-group end. "
+        f"**MLA** (DeepSeek V2–V3) caches per token and layer one {latent}-wide latent and a {deepseek.rope_dim}-wide "
+        f"RoPE key shared by every head: {latent} + {deepseek.rope_dim} = {deepseek.latent_dim} numbers; at "
+        "inference DeepSeek folds the up-projections W_UK and W_UV into the query and output projections instead "
+        "of rebuilding keys and values (this page's MLA, as the book's 05_mla, rebuilds them and has no RoPE key). "
+        "**SWA** lets each token see only the last few: Mistral 7B v0.1 on every layer "
+        f"(window {mistral.window:,}), Gemma 3 on {gemma.pattern[0]} of every {sum(gemma.pattern)} layers "
+        f"(window {gemma.window:,}; {gemma_swa} of its {gemma.n_layers}). Named as in the book's bonus code, "
+        "rasbt/LLMs-from-scratch ch04/03_kv-cache, 04_gqa, 05_mla and 06_swa."
+    )
 
 
 def human_bytes(n: float) -> str:
@@ -168,11 +188,19 @@ def variants_table(run: VariantsRun) -> list[dict]:
 
 
 def _per_token(config: CacheConfig, kind: str) -> str:
+    """What ``kind`` caches per token and layer under ``config``, as its bytes count it."""
     if kind == "MLA":
+        if config.rope_dim:
+            latent = config.latent_dim - config.rope_dim
+            return f"{config.latent_dim} (latent {latent} + shared RoPE key {config.rope_dim})"
         return f"{config.latent_dim} (latent)"
-    heads = {"MHA": config.n_heads, "GQA": config.n_kv_heads, "MQA": 1, "SWA": config.n_heads}[kind]
-    window = f", last {config.window} tokens" if kind == "SWA" else ""
-    return f"2 × {heads} × {config.head_dim}{window}"
+    text = f"2 × {config.kv_heads_of(kind)} × {config.head_dim}"
+    if kind != "SWA":
+        return text
+    swa_layers, full_layers = config.swa_layers()
+    if not full_layers:
+        return f"{text}, last {config.window} tokens"
+    return f"{text}, last {config.window} tokens on {swa_layers} layers, every token on {full_layers}"
 
 
 # --- 2. the KV cache's bytes against the context length ------------------------------------------------------------
@@ -208,22 +236,49 @@ def bytes_figure(choice: str, run: VariantsRun, presenter: bool) -> Panel:
         series,
         title=f"KV cache of {config.name}: bytes against tokens",
         x_title="tokens in the cache (context length)",
-        y_title="bytes",
+        y_title="cache size (kB, MB, GB: 1000ⁿ bytes)",
         log_x=True,
         log_y=True,
         presenter=presenter,
     )
+    _byte_ticks(figure)
     caption = (
         f"batch {batch} × tokens × {config.n_layers} layer{'s' * (config.n_layers != 1)} × numbers per token and "
-        f"layer × {_itemsize(config)} bytes ({config.dtype}). Log axes: every variant but SWA is a straight line of "
-        "slope 1; SWA flattens once the window is full."
+        f"layer × {DTYPE_BYTES[config.dtype]} bytes ({config.dtype}). Log axes: every variant but SWA is a straight "
+        f"line of slope 1; {swa_shape(config)}"
         + (" Rings: this process's modules, their caches measured after a prefill of that many tokens." if here else "")
     )
     return Panel("variants_bytes", "KV-cache bytes against the context length", caption, figure)
 
 
-def _itemsize(config: CacheConfig) -> int:
-    return {"float32": 4, "bfloat16": 2, "float16": 2}.get(config.dtype, 1)
+def swa_shape(config: CacheConfig) -> str:
+    """How SWA's line runs: flat after the window when every layer has one; bent, then slope 1 again, when some
+    layers keep every token (Gemma 3's 5:1)."""
+    swa_layers, full_layers = config.swa_layers()
+    if not full_layers:
+        return f"SWA flattens once the window ({config.window:,} tokens) is full: every layer keeps only its window."
+    return (
+        f"SWA bends once the window ({config.window:,} tokens) is full but keeps slope 1: its {full_layers} full "
+        f"layer{'s' * (full_layers != 1)} of {config.n_layers} keep every token."
+    )
+
+
+def byte_tick(value: float) -> str:
+    """A log axis tick in decimal units: 1 kB, 20 MB, 1.5 GB (never 1e+10)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:g} {unit}"
+    return f"{value:g} B"
+
+
+def _byte_ticks(figure) -> None:
+    """The bytes axis labelled in B, kB, MB, GB, and the hover in the same units."""
+    axis = figure.layout.yaxis
+    if axis.tickvals is not None:
+        axis.ticktext = [byte_tick(v) for v in axis.tickvals]
+    for trace in figure.data:
+        trace.customdata = [human_bytes(y) if y is not None else "" for y in trace.y]
+        trace.hovertemplate = trace.hovertemplate.replace("%{y:.4g}", "%{customdata}")
 
 
 def bytes_table(choice: str, run: VariantsRun) -> list[dict]:
@@ -234,14 +289,24 @@ def bytes_table(choice: str, run: VariantsRun) -> list[dict]:
     mha = config.bytes_of("MHA", tokens, batch=batch)
     return [
         {
-            "variant": f"{kind} ({NAMES[kind]})"
-            + (" · its own" if kind == config.own and choice != THIS_CONFIG else ""),
+            "variant": f"{kind} ({NAMES[kind]})" + _whose(kind, config, choice),
             "cached per token and layer": _per_token(config, kind),
             f"bytes at {tokens:,} tokens": human_bytes(config.bytes_of(kind, tokens, batch=batch)),
             "of MHA's": f"{config.bytes_of(kind, tokens, batch=batch) / mha:.1%}",
         }
         for kind in VARIANTS
     ]
+
+
+def _whose(kind: str, config: CacheConfig, choice: str) -> str:
+    """A named model's own variant, or a what-if: what it would cache built that way."""
+    if choice == THIS_CONFIG:
+        return ""
+    return " · its own" if kind == config.own else " · what-if"
+
+
+def _knob(config: CacheConfig, field: str, text: str) -> str:
+    return f"{text} (what-if)" if field in config.what_if else text
 
 
 def preset_text(choice: str, run: VariantsRun) -> str:
@@ -254,11 +319,18 @@ def preset_text(choice: str, run: VariantsRun) -> str:
             f"{run.batch_size}, up to its context_length {spec.context_length}."
         )
     config = PRESETS[choice]
+    pattern = f" on {config.pattern[0]} of every {sum(config.pattern)} layers" if config.pattern != (1, 0) else ""
+    knobs = ", ".join(
+        (
+            _knob(config, "n_kv_heads", f"{config.n_kv_heads} K/V heads"),
+            _knob(config, "latent_dim", f"latent {config.latent_dim}"),
+            _knob(config, "window", f"window {config.window}{pattern}"),
+        )
+    )
+    what_if = " What-ifs are not the model's: the page sizes the other variants with them." if config.what_if else ""
     return (
-        f"**{config.name}**: {config.n_layers} layers, {config.n_heads} query heads of {config.head_dim}, "
-        f"{config.n_kv_heads} K/V heads, latent {config.latent_dim}, window {config.window}"
-        f"{f' on {config.pattern[0]} of every {sum(config.pattern)} layers' if config.pattern != (1, 0) else ''}, "
-        f"{config.dtype}. Source: {config.source}"
+        f"**{config.name}**: {config.n_layers} layers, {config.n_heads} query heads of {config.head_dim}, {knobs}, "
+        f"{config.dtype}; its own variant: {config.own}.{what_if} Source: {config.source}"
     )
 
 

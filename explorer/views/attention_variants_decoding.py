@@ -2,7 +2,8 @@
 
 Every call of the module with the cache adds its query rows (the prompt's, then one per token) over the keys cached
 at that moment, under the causal mask aligned bottom-right. Stacked, they rebuild the uncached weights; the grey
-cells are keys that were not in the cache at that call (not yet written, or, with a window, dropped).
+cells are keys that call did not read: not in the cache (not yet written, or, with a window, dropped) or in it but
+masked — both drawn alike, so no masked key shows as a weight of 0.
 No streamlit and no model runs here.
 """
 
@@ -28,7 +29,8 @@ class DecodingView:
     ms_cached: float  # mean milliseconds per call with the cache (the prompt's call left out)
     ms_uncached: float
     bytes_last: int
-    tokens_last: int
+    tokens_last: int  # tokens the cache holds after the last call
+    seen_last: int  # tokens fed in all
 
 
 def call_span(run: DecodingRun, step: int) -> tuple[int, int]:
@@ -51,7 +53,7 @@ def build_decoding_view(run: DecodingRun, step: int, presenter: bool) -> Decodin
         _stacked_panel(run, stacked, labels, step, presenter),
         *_step_panels(run, stacked, labels, step, presenter),
     ]
-    panels += [_growth_panel(run, presenter), _time_panel(run, presenter)]
+    panels += [_growth_panel(run, presenter), _bytes_panel(run, presenter), _time_panel(run, presenter)]
     later = slice(1, None) if calls > 1 else slice(None)
     return DecodingView(
         panels=panels,
@@ -63,7 +65,21 @@ def build_decoding_view(run: DecodingRun, step: int, presenter: bool) -> Decodin
         ms_uncached=1e3 * float(np.mean(run.seconds_uncached[later])),
         bytes_last=run.cache_bytes[-1],
         tokens_last=run.cached[-1],
+        seen_last=run.seen[-1],
     )
+
+
+NOT_READ = "not read at this call"  # the grey cells' legend: not in the cache, or masked
+
+
+def _relabel_grey(figure):
+    """The heatmap's grey cells are named "masked (−∞)"; here they are also keys not (or no longer) cached."""
+    for trace in figure.data:
+        if trace.name and "masked (−∞)" in trace.name:
+            trace.name = trace.name.replace("masked (−∞)", NOT_READ)
+        if getattr(trace, "hovertemplate", None) and "masked (−∞)" in trace.hovertemplate:
+            trace.hovertemplate = trace.hovertemplate.replace("masked (−∞)", NOT_READ)
+    return figure
 
 
 def _stacked_panel(run: DecodingRun, stacked: np.ndarray, labels: list[str], step: int, presenter: bool) -> Panel:
@@ -72,16 +88,18 @@ def _stacked_panel(run: DecodingRun, stacked: np.ndarray, labels: list[str], ste
         "decode_stacked",
         "Every call's query rows over the cached keys, stacked",
         f"shape (h, T, T) = {shape_text(stacked.shape)} · rows 0–{run.prompt_len - 1}: the prompt's call; each row "
-        f"after: one new token's call · grey: keys not in the cache at that call · call {step} added rows "
-        f"{first}–{end - 1}.",
-        figures.heads_heatmap(
-            stacked,
-            labels,
-            labels,
-            title=f"Decoding with the cache · {run.source}",
-            kind="weights",
-            head_names=head_names(stacked.shape[0]),
-            presenter=presenter,
+        f"after: one new token's call · grey: keys that call did not read (not in the cache, or masked) · call "
+        f"{step} added rows {first}–{end - 1}.",
+        _relabel_grey(
+            figures.heads_heatmap(
+                stacked,
+                labels,
+                labels,
+                title=f"Decoding with the cache · {run.source}",
+                kind="weights",
+                head_names=head_names(stacked.shape[0]),
+                presenter=presenter,
+            )
         ),
     )
 
@@ -96,16 +114,18 @@ def _step_panels(run: DecodingRun, stacked: np.ndarray, labels: list[str], step:
         Panel(
             "decode_rows",
             f"Call {step}: {end - first} new quer{'ies' if end - first > 1 else 'y'} over {mask.shape[1]} cached keys",
-            f"`attn_weights` of this call · shape (h, t, s) = {shape_text(rows.shape)} · the cache held "
-            f"{run.cached[step]} tokens after the write.",
-            figures.heads_heatmap(
-                rows,
-                labels[first:end],
-                keys,
-                title=f"call {step}",
-                kind="weights",
-                head_names=head_names(rows.shape[0]),
-                presenter=presenter,
+            f"`attn_weights` of this call · shape (h, t, s) = {shape_text(rows.shape)} · the cache holds "
+            f"{run.cached[step]} tokens after the call · grey: masked keys, not read.",
+            _relabel_grey(
+                figures.heads_heatmap(
+                    rows,
+                    labels[first:end],
+                    keys,
+                    title=f"call {step}",
+                    kind="weights",
+                    head_names=head_names(rows.shape[0]),
+                    presenter=presenter,
+                )
             ),
         ),
         Panel(
@@ -129,17 +149,40 @@ def _step_panels(run: DecodingRun, stacked: np.ndarray, labels: list[str], step:
 
 def _growth_panel(run: DecodingRun, presenter: bool) -> Panel:
     calls = list(range(len(run.cached)))
+    capped = run.cached[-1] < run.seen[-1]
+    caption = "Tokens the cache holds after each call, counted on its tensors."
+    if capped:
+        caption += (
+            f" A window cache stops growing at its window: {max(run.cached)} tokens held, while {run.seen[-1]} "
+            "were fed (the positions go on; the oldest keys are dropped)."
+        )
     return Panel(
         "decode_growth",
-        "The cache grows by one token per call",
-        "Tokens held and bytes measured on the cache's tensors after each call (every layer, for a GPT). A window "
-        "cache stops growing at its window.",
+        "The cache grows by one token per call" + (", up to its window" if capped else ""),
+        caption,
         figures.line_chart(
             calls,
-            {"tokens cached": list(map(float, run.cached)), "kB cached": [b / 1000 for b in run.cache_bytes]},
-            title="Cache after each call",
+            {"tokens cached": list(map(float, run.cached)), "tokens fed": list(map(float, run.seen))},
+            title="Tokens after each call",
             x_title="call (0: the prompt)",
-            y_title="tokens · kB",
+            y_title="tokens",
+            presenter=presenter,
+        ),
+    )
+
+
+def _bytes_panel(run: DecodingRun, presenter: bool) -> Panel:
+    calls = list(range(len(run.cached)))
+    return Panel(
+        "decode_bytes",
+        "The cache's bytes after each call",
+        "Measured on the cache's tensors (every layer's, for a GPT), on their own axis: kB = 1000 bytes.",
+        figures.line_chart(
+            calls,
+            {"kB cached": [b / 1000 for b in run.cache_bytes]},
+            title="Cache size after each call",
+            x_title="call (0: the prompt)",
+            y_title="kB",
             presenter=presenter,
         ),
     )
@@ -171,7 +214,13 @@ def decoding_summary(view: DecodingView) -> str:
     """The numbers under the figures, in one paragraph of markdown."""
     return (
         f"{view.calls} calls: the prompt, then one token each. After the last the cache holds "
-        f"**{view.tokens_last} tokens in {view.bytes_last:,} bytes**. Each call's rows equal the uncached "
+        f"**{view.tokens_last} tokens in {view.bytes_last:,} bytes**"
+        + (
+            f" (of {view.seen_last} fed: a window keeps only the last ones)"
+            if view.tokens_last < view.seen_last
+            else ""
+        )
+        + f". Each call's rows equal the uncached "
         f"forward's within {view.agreement:.1e}. Per new token: **{view.ms_cached:.2f} ms with the cache, "
         f"{view.ms_uncached:.2f} ms without** (the whole sequence again); over the whole run the cache was "
         f"**{view.speedup:.1f}×** as fast. Times from this run on a shared server; bench/kv_cache.py measures "

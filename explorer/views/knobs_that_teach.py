@@ -1,6 +1,7 @@
 """Knobs that teach: the softmax scale (temperature), dropout in train mode, and hand-made weights.
 
-Each run (``mha_core.runs.forward``) computes once, cached apart by ``explorer.glue.cached.teaching_runs``; each ``build_*`` draws from it.
+Each run (``mha_core.runs.forward``) computes once, cached apart by ``explorer.glue.cached.teaching_runs``; each
+``build_*`` draws from it.
 """
 
 from __future__ import annotations

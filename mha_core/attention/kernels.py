@@ -4,6 +4,9 @@ Both implementations share one call signature, so a module can take either::
 
     attention(query, key, value, attn_mask=None, dropout_p=0.0, recorder=no_record)
 
+and both take ``score_bias=`` (h, i, j), added to the scaled scores (ALiBi, ``positions``); a module passes it
+only when it has one, so an attention of the four-argument kind still plugs in without positions.
+
 Axis letters: b batch, h heads, i query position, j key position, d head_dim.
 ``attn_mask`` is boolean and True means "may attend" (see ``masks``); it broadcasts
 against (b, h, i, j).
@@ -54,7 +57,9 @@ class ExplicitAttention:
     def __init__(self, scale: float | None = None):
         self.scale = scale
 
-    def __call__(self, query, key, value, attn_mask=None, dropout_p=0.0, recorder: Recorder = no_record):
+    def __call__(
+        self, query, key, value, attn_mask=None, dropout_p=0.0, recorder: Recorder = no_record, score_bias=None
+    ):
         rec = recorder
         attn_scores = rec("attn_scores", query @ key.transpose(-2, -1), "Q Kᵀ per head, before scaling")  # (b, h, i, j)
         if attn_mask is None:
@@ -69,6 +74,8 @@ class ExplicitAttention:
         else:  # scale first, so that a scale of 0 gives uniform weights, not −∞ × 0 = NaN
             scaled_scores = (attn_scores * self.scale).masked_fill(~attn_mask, -torch.inf)
         scaled_scores = rec("scaled_scores", scaled_scores, "masked scores times the softmax scale (1/√head_dim)")
+        if score_bias is not None:  # ALiBi: added after the scale, as Press et al. and BLOOM add it; −∞ stays −∞
+            scaled_scores = rec("biased_scores", scaled_scores + score_bias, "scaled scores plus the position bias")
         attn_weights = torch.softmax(scaled_scores, dim=-1)  # (b, h, i, j)
         if attn_mask is not None:
             empty_rows = rec("fully_masked_rows", fully_masked_rows(attn_mask), "query rows with every key masked")
@@ -92,7 +99,12 @@ class FusedAttention:
     def __init__(self, scale: float | None = None):
         self.scale = scale
 
-    def __call__(self, query, key, value, attn_mask=None, dropout_p=0.0, recorder: Recorder = no_record):
+    def __call__(
+        self, query, key, value, attn_mask=None, dropout_p=0.0, recorder: Recorder = no_record, score_bias=None
+    ):
+        if score_bias is not None:  # a float mask is added to the scaled scores: the bias, −∞ where blocked
+            blocked = score_bias.new_full((), -torch.inf)
+            attn_mask = score_bias if attn_mask is None else torch.where(attn_mask, score_bias, blocked)
         context = F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=self.scale
         )  # (b, h, i, d)

@@ -29,6 +29,7 @@ import torch.nn as nn
 
 from mha_core.attention import masks
 from mha_core.attention.kernels import Attention, ExplicitAttention, Recorder, no_record
+from mha_core.attention.positions import PositionEncoding
 
 
 def check_positive_int(name: str, value) -> None:
@@ -101,9 +102,15 @@ def cache_keys_and_values(module: nn.Module, keys: torch.Tensor, values: torch.T
 
 
 class MultiHeadAttention(nn.Module):
-    """Causal multi-head self-attention, Listing 3.5. ``forward``: (b, t, d_in) -> (b, t, d_out)."""
+    """Causal multi-head self-attention, Listing 3.5. ``forward``: (b, t, d_in) -> (b, t, d_out).
 
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    ``positions`` (``positions.POSITION_KINDS``; None is Listing 3.5 as printed, bit for bit): learned or sinusoidal
+    embeddings added to x, RoPE's rotated queries and keys (base ``rope_base``), or ALiBi's bias on the scores.
+    """
+
+    def __init__(
+        self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, positions=None, rope_base=10_000
+    ):
         super().__init__()
         check_positive_int("d_in", d_in)
         check_divisible_heads("d_out", d_out, num_heads)
@@ -126,6 +133,12 @@ class MultiHeadAttention(nn.Module):
         self.register_buffer("cache_k", None, persistent=False)
         self.register_buffer("cache_v", None, persistent=False)
         self.ptr_current_pos = 0  # tokens in the cache: the position of the next query
+        self.positions = None  # after the book's parameters, so torch.manual_seed(123) still makes them
+        if positions not in (None, "none"):
+            self.positions = PositionEncoding(
+                positions, context_length=context_length, d_in=d_in, num_heads=num_heads, head_dim=self.head_dim,
+                rope_base=rope_base,
+            )  # fmt: skip
 
     def reset_cache(self) -> None:
         """Empty the KV cache before a new sequence."""
@@ -149,19 +162,28 @@ class MultiHeadAttention(nn.Module):
         b, num_tokens, _ = x.shape
         start = check_room(self, num_tokens, use_cache)  # the first new token's position
         rec("x", x, "the input embeddings")
+        positions = self.positions
+        if positions is not None:
+            x = positions.embed(x, start, rec)  # (b, t, d_in): learned or sinusoidal rows added
         queries = rec("queries", self.W_query(x), "queries = W_query(x)")  # (b, t, d_out)
         keys = rec("keys", self.W_key(x), "keys = W_key(x)")  # (b, t, d_out)
         values = rec("values", self.W_value(x), "values = W_value(x)")  # (b, t, d_out)
         queries = split_heads(queries, self.num_heads, "queries", rec)  # (b, h, t, d)
         keys = split_heads(keys, self.num_heads, "keys", rec)  # (b, h, t, d)
         values = split_heads(values, self.num_heads, "values", rec)  # (b, h, t, d)
+        if positions is not None:  # RoPE turns queries and keys at their own positions; keys cached turned
+            queries, keys = positions.rotate("queries", queries, start, rec), positions.rotate("keys", keys, start, rec)
         if use_cache:
             keys, values = cache_keys_and_values(self, keys, values, rec)  # (b, h, start + t, d)
         end = start + num_tokens
         allowed = masks.from_blocked(self.mask[start:end, :end])  # (t, start + t), True = may attend
         allowed = rec("mask", allowed, "causal mask as used, sliced to the tokens (True = may attend)")
         dropout_p = self.dropout.p if self.training else 0.0
-        context = (attention or self.attention)(queries, keys, values, allowed, dropout_p, rec)  # (b, h, t, d)
+        extra = {}
+        if positions is not None and positions.kind == "alibi":
+            query_positions = torch.arange(start, end, device=x.device)  # (t,)
+            extra["score_bias"] = positions.score_bias(query_positions, torch.arange(end, device=x.device), rec)
+        context = (attention or self.attention)(queries, keys, values, allowed, dropout_p, rec, **extra)  # (b,h,t,d)
         context = merge_heads(context, rec)  # (b, t, d_out)
         return rec("output", self.out_proj(context), "output = out_proj(context)")  # (b, t, d_out)
 

@@ -78,120 +78,156 @@ def swa_bytes(
     )
 
 
+WHAT_IF_FIELDS = ("n_kv_heads", "latent_dim", "window")  # the knobs a preset may hold only as a what-if
+
+
 @dataclass(frozen=True, kw_only=True)
 class CacheConfig:
-    """Enough of a model to size its KV cache under each variant; ``own`` is the variant the model itself uses."""
+    """Enough of a model to size its KV cache under each variant; ``own`` is the variant the model itself uses.
+
+    ``cited`` holds the model's own config fields, by their names in its config file (``config_file``), and the
+    values the numbers here come from; ``what_if`` names the fields of ``WHAT_IF_FIELDS`` the model does not have
+    (a latent for Llama, a window for GPT-2), kept to size the other variants and labelled so on the page.
+    """
 
     name: str
     n_layers: int
     n_heads: int
     head_dim: int
     n_kv_heads: int  # GQA's key/value heads (MHA: n_heads)
-    latent_dim: int  # MLA's cached width per token and layer
+    latent_dim: int  # MLA's cached width per token and layer (its shared RoPE key included)
+    rope_dim: int = 0  # of latent_dim, the RoPE key every head shares (DeepSeek's qk_rope_head_dim)
     window: int  # SWA's window
     pattern: tuple[int, int] = (1, 0)  # SWA layers : full layers
     context_length: int
     dtype: str = "bfloat16"
     own: str = "MHA"
-    source: str = ""  # where the numbers come from
+    source: str = ""  # where the numbers come from, in words
+    config_file: str = ""
+    cited: tuple[tuple[str, object], ...] = ()
+    what_if: tuple[str, ...] = ()
+
+    def kv_heads_of(self, variant: str) -> int:
+        """Key/value heads ``variant`` caches per layer (MLA caches a latent instead: 0)."""
+        if variant == "SWA":
+            return self.n_kv_heads if self.own == "SWA" else self.n_heads  # Gemma's, Mistral's window sit on GQA
+        return {"MHA": self.n_heads, "GQA": self.n_kv_heads, "MQA": 1, "MLA": 0}[variant]
+
+    def swa_layers(self) -> tuple[int, int]:
+        """(window layers, full layers) under this config's pattern."""
+        return swa_layer_split(self.n_layers, *self.pattern)
 
     def bytes_of(self, variant: str, tokens: int, batch: int = 1) -> int:
         """The cache of ``variant`` at ``tokens`` tokens by the formula, this config's other numbers kept."""
+        if variant not in VARIANTS:
+            raise ValueError(f"variant {variant!r} is not one of {', '.join(VARIANTS)}")
         common = {"batch": batch, "head_dim": self.head_dim, "bytes_per_elem": DTYPE_BYTES[self.dtype]}
-        if variant == "MHA":
-            return kv_bytes(tokens=tokens, layers=self.n_layers, n_kv_heads=self.n_heads, **common)
-        if variant == "GQA":
-            return kv_bytes(tokens=tokens, layers=self.n_layers, n_kv_heads=self.n_kv_heads, **common)
-        if variant == "MQA":
-            return kv_bytes(tokens=tokens, layers=self.n_layers, n_kv_heads=1, **common)
         if variant == "MLA":
             return latent_bytes(
                 batch=batch, tokens=tokens, layers=self.n_layers, latent_dim=self.latent_dim,
                 bytes_per_elem=DTYPE_BYTES[self.dtype],
             )  # fmt: skip
         if variant == "SWA":
-            kv_heads = self.n_kv_heads if self.own == "SWA" else self.n_heads  # Gemma's window sits on GQA
             return swa_bytes(
-                tokens=tokens, n_layers=self.n_layers, n_kv_heads=kv_heads, window=self.window,
+                tokens=tokens, n_layers=self.n_layers, n_kv_heads=self.kv_heads_of("SWA"), window=self.window,
                 pattern=self.pattern, **common,
             )  # fmt: skip
-        raise ValueError(f"variant {variant!r} is not one of {', '.join(VARIANTS)}")
+        return kv_bytes(tokens=tokens, layers=self.n_layers, n_kv_heads=self.kv_heads_of(variant), **common)
 
 
-# Named models, from their published configs (the page cites each). Latent and window are the model's own where it
-# uses them, else what-ifs: a latent of 4 × head_dim (DeepSeek's 512 = 4 × 128) and a 1024-token window (256
-# for GPT-2, whose whole context is 1024).
+def _cite(config_file: str, cited: dict, note: str = "") -> dict:
+    """A preset's citation: its config file, its fields as named there, and the sentence the page shows."""
+    fields = ", ".join(f"{name} {value}" for name, value in cited.items())
+    return {"config_file": config_file, "cited": tuple(cited.items()), "source": f"{config_file}: {fields}. {note}"}
+
+
+# Named models, from their published configs (the page cites each; docs/attention_variants.md lists the fields).
+# Latent and window are the model's own where it uses them, else what-ifs: a latent of 4 × head_dim (DeepSeek's
+# 512 = 4 × 128) and a 1024-token window (256 for GPT-2, whose whole context is 1024).
 PRESETS: dict[str, CacheConfig] = {
     "GPT-2 124M": CacheConfig(
-        name="GPT-2 124M",
-        n_layers=12,
-        n_heads=12,
-        head_dim=64,
-        n_kv_heads=4,
-        latent_dim=256,
-        window=256,
-        context_length=1024,
-        dtype="float32",
-        own="MHA",
-        source="OpenAI GPT-2 small (hparams: n_layer 12, n_head 12, n_embd 768, n_ctx 1024); the book's "
-        "GPT_CONFIG_124M. MHA; GQA's 4 K/V heads, a 256-wide latent and a 256-token window are what-ifs.",
+        name="GPT-2 124M", n_layers=12, n_heads=12, head_dim=64, n_kv_heads=4, latent_dim=256, window=256,
+        context_length=1024, dtype="float32", own="MHA", what_if=WHAT_IF_FIELDS,
+        **_cite(
+            "openai-community/gpt2 config.json", {"n_layer": 12, "n_head": 12, "n_embd": 768, "n_ctx": 1024},
+            "The book's GPT_CONFIG_124M, float32. MHA: head_dim = n_embd / n_head = 64.",
+        ),
+    ),
+    "Llama 2 7B": CacheConfig(
+        name="Llama 2 7B", n_layers=32, n_heads=32, head_dim=128, n_kv_heads=8, latent_dim=512, window=1024,
+        context_length=4096, dtype="float16", own="MHA", what_if=WHAT_IF_FIELDS,
+        **_cite(
+            "meta-llama/Llama-2-7b-hf config.json",
+            {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_size": 4096,
+             "max_position_embeddings": 4096, "torch_dtype": "float16"},
+            "MHA: head_dim = 4096 / 32 = 128, so 2 × 32 × 32 × 128 × 2 bytes = 512 KiB per token.",
+        ),
     ),
     "Llama 3 8B": CacheConfig(
-        name="Llama 3 8B",
-        n_layers=32,
-        n_heads=32,
-        head_dim=128,
-        n_kv_heads=8,
-        latent_dim=512,
-        window=1024,
-        context_length=8192,
-        own="GQA",
-        source="meta-llama/Meta-Llama-3-8B config.json: num_hidden_layers 32, num_attention_heads 32, "
-        "num_key_value_heads 8, hidden_size 4096 (head_dim 128), max_position_embeddings 8192; bfloat16.",
+        name="Llama 3 8B", n_layers=32, n_heads=32, head_dim=128, n_kv_heads=8, latent_dim=512, window=1024,
+        context_length=8192, own="GQA", what_if=("latent_dim", "window"),
+        **_cite(
+            "meta-llama/Meta-Llama-3-8B config.json",
+            {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+             "max_position_embeddings": 8192, "torch_dtype": "bfloat16"},
+            "GQA: head_dim = 4096 / 32 = 128.",
+        ),
+    ),
+    "Mistral 7B v0.1": CacheConfig(
+        name="Mistral 7B v0.1", n_layers=32, n_heads=32, head_dim=128, n_kv_heads=8, latent_dim=512, window=4096,
+        context_length=32768, own="SWA", what_if=("latent_dim",),
+        **_cite(
+            "mistralai/Mistral-7B-v0.1 config.json",
+            {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+             "sliding_window": 4096, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"},
+            "GQA with a 4,096-token window on every layer: its SWA line keeps the 8 K/V heads.",
+        ),
     ),
     "Qwen3 0.6B": CacheConfig(
-        name="Qwen3 0.6B",
-        n_layers=28,
-        n_heads=16,
-        head_dim=128,
-        n_kv_heads=8,
-        latent_dim=512,
-        window=1024,
-        context_length=40960,
-        own="GQA",
-        source="Qwen/Qwen3-0.6B config.json: num_hidden_layers 28, num_attention_heads 16, num_key_value_heads 8, "
-        "head_dim 128, max_position_embeddings 40960; bfloat16 (the book's ch05/11_qwen3 builds it).",
+        name="Qwen3 0.6B", n_layers=28, n_heads=16, head_dim=128, n_kv_heads=8, latent_dim=512, window=1024,
+        context_length=40960, own="GQA", what_if=("latent_dim", "window"),
+        **_cite(
+            "Qwen/Qwen3-0.6B config.json",
+            {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+             "max_position_embeddings": 40960, "torch_dtype": "bfloat16"},
+            "GQA; the book's ch05/11_qwen3 builds it.",
+        ),
+    ),
+    "DeepSeek-V2": CacheConfig(
+        name="DeepSeek-V2", n_layers=60, n_heads=128, head_dim=128, n_kv_heads=8, latent_dim=576, rope_dim=64,
+        window=1024, context_length=163840, own="MLA", what_if=("n_kv_heads", "window"),
+        **_cite(
+            "deepseek-ai/DeepSeek-V2 config.json",
+            {"num_hidden_layers": 60, "num_attention_heads": 128, "num_key_value_heads": 128, "kv_lora_rank": 512,
+             "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 163840, "torch_dtype": "bfloat16"},
+            "MLA: kv_lora_rank + qk_rope_head_dim = 576 cached per token and layer. Its MHA line takes head_dim "
+            "128 for keys and values (its keys are 192 wide).",
+        ),
     ),
     "DeepSeek V3 (MLA)": CacheConfig(
-        name="DeepSeek V3 (MLA)",
-        n_layers=61,
-        n_heads=128,
-        head_dim=128,
-        n_kv_heads=8,
-        latent_dim=576,
-        window=1024,
-        context_length=163840,
-        own="MLA",
-        source="deepseek-ai/DeepSeek-V3 config.json: num_hidden_layers 61, num_attention_heads 128, kv_lora_rank "
-        "512 + qk_rope_head_dim 64 = 576 cached per token and layer, v_head_dim 128, max_position_embeddings "
-        "163840; bfloat16. Its MHA line takes head_dim 128 for keys and values (its keys are 192 wide).",
+        name="DeepSeek V3 (MLA)", n_layers=61, n_heads=128, head_dim=128, n_kv_heads=8, latent_dim=576, rope_dim=64,
+        window=1024, context_length=163840, own="MLA", what_if=("n_kv_heads", "window"),
+        **_cite(
+            "deepseek-ai/DeepSeek-V3 config.json",
+            {"num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "kv_lora_rank": 512,
+             "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 163840, "torch_dtype": "bfloat16"},
+            "MLA: kv_lora_rank + qk_rope_head_dim = 576 cached per token and layer. Its MHA line takes head_dim "
+            "128 for keys and values (its keys are 192 wide).",
+        ),
     ),
     "Gemma 3 27B (window)": CacheConfig(
-        name="Gemma 3 27B (window)",
-        n_layers=62,
-        n_heads=32,
-        head_dim=128,
-        n_kv_heads=16,
-        latent_dim=512,
-        window=1024,
-        pattern=(5, 1),
-        context_length=131072,
-        own="SWA",
-        source="google/gemma-3-27b config: num_hidden_layers 62, num_attention_heads 32, num_key_value_heads 16, "
-        "head_dim 128, sliding_window 1024 on 5 of every 6 layers (sliding_window_pattern 6), context 128K "
-        "(131072); bfloat16. Its SWA line keeps GQA's 16 K/V heads, as Gemma does.",
+        name="Gemma 3 27B (window)", n_layers=62, n_heads=32, head_dim=128, n_kv_heads=16, latent_dim=512,
+        window=1024, pattern=(5, 1), context_length=131072, own="SWA", what_if=("latent_dim",),
+        **_cite(
+            "google/gemma-3-27b-pt config.json, text_config",
+            {"num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+             "sliding_window": 1024, "sliding_window_pattern": 6, "max_position_embeddings": 131072,
+             "torch_dtype": "bfloat16"},
+            "GQA with a 1,024-token window on 5 of every 6 layers: its SWA line keeps the 16 K/V heads, and its "
+            "full layers keep every token.",
+        ),
     ),
-}
+}  # fmt: skip
 
 
 def context_lengths(longest: int, shortest: int = 1) -> list[int]:

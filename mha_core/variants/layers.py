@@ -3,10 +3,13 @@
 * ``GroupedQueryAttention`` (ch04/04_gqa): ``num_kv_groups`` key/value heads, each shared by
   ``num_heads // num_kv_groups`` query heads (Llama 3, Qwen3, Gemma 3). ``num_kv_groups = num_heads`` is
   ``MultiHeadAttention``; ``num_kv_groups = 1`` is multi-query attention.
-* ``MultiHeadLatentAttention`` (ch04/05_mla, DeepSeek V2–V3): one ``latent_dim``-wide vector per token is cached;
-  every head's keys and values are rebuilt from it by ``W_UK`` and ``W_UV``.
-* ``MultiHeadAttentionWithSWA`` (ch04/06_swa, Gemma 3, Mistral): query i sees keys i − window + 1 … i, and the cache
-  keeps only the last ``sliding_window_size`` keys.
+* ``MultiHeadLatentAttention`` (ch04/05_mla, after DeepSeek V2–V3): one ``latent_dim``-wide vector per token is
+  cached; every head's keys and values are rebuilt from it by ``W_UK`` and ``W_UV``. DeepSeek itself also caches a
+  64-wide RoPE key shared by the heads (512 + 64 = 576) and, at inference, folds W_UK and W_UV into the query and
+  output projections instead of rebuilding keys and values; this module, as the book's, does neither.
+* ``MultiHeadAttentionWithSWA`` (ch04/06_swa): query i sees keys i − window + 1 … i, and the cache keeps only the
+  last ``sliding_window_size`` keys. Mistral 7B v0.1 windows every layer (4,096); Gemma 3 windows 5 of every 6
+  layers (1,024), the others keep every token.
 
 Each takes ``recorder=`` like ``MultiHeadAttention`` (so ``trace_forward`` records every step, the cache's read and
 write included) and ``use_cache=`` / ``reset_cache()`` like the book's bonus code. Parameters are created in the
@@ -191,6 +194,17 @@ class MultiHeadAttentionWithSWA(_CachedAttention):
             self.cache_k = self.cache_k[:, :, -window:].clone()  # (b, h, window, d): the old storage can go
             self.cache_v = self.cache_v[:, :, -window:].clone()
         rec("cache_keys_kept", self.cache_k, "the keys the cache keeps for the next call: the last window")
+
+
+def held_tokens(module: nn.Module) -> int:
+    """Tokens the first cache in ``module`` holds now, counted on its tensor: a window cache stops at its window,
+    while ``ptr_current_pos`` (the next position) keeps counting."""
+    for sub in module.modules():
+        for name, axis in (("cache_k", 2), ("cache_c_kv", 1)):  # (b, h, s, d) and (b, s, r)
+            tensor = getattr(sub, name, None)
+            if isinstance(tensor, torch.Tensor):
+                return tensor.shape[axis]
+    return 0
 
 
 def cache_bytes(module: nn.Module) -> int:

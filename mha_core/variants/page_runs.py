@@ -26,6 +26,7 @@ from mha_core.variants.layers import (
     MultiHeadAttentionWithSWA,
     MultiHeadLatentAttention,
     cache_bytes,
+    held_tokens,
 )
 
 KINDS = ("MHA", "GQA", "MQA", "MLA", "SWA")
@@ -146,9 +147,10 @@ class DecodingRun:
     source: str  # what decoded, in words
     labels: tuple[str, ...]  # every position's token
     prompt_len: int
-    weights: torch.Tensor  # (h, T, T): each call's query rows over the keys cached then; −∞ where not yet cached
+    weights: torch.Tensor  # (h, T, T): each call's query rows over the keys cached then; −∞ where it read none
     full_weights: torch.Tensor  # (h, T, T): the uncached forward's weights, for comparison
-    cached: tuple[int, ...]  # tokens in the cache after each call
+    cached: tuple[int, ...]  # tokens the cache holds after each call (a window cache: at most its window)
+    seen: tuple[int, ...]  # tokens fed so far after each call: the next token's position
     cache_bytes: tuple[int, ...]  # measured after each call (every layer's cache, for a GPT)
     seconds_cached: tuple[float, ...]  # per call, with the cache
     seconds_uncached: tuple[float, ...]  # per call, the whole sequence so far without it
@@ -156,12 +158,14 @@ class DecodingRun:
 
 
 def assemble(traces: list[Trace], total: int) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """Batch element 0's query rows of every call stacked into (h, T, T), −∞ where a key was not in the cache."""
+    """Batch element 0's query rows of every call stacked into (h, T, T), −∞ where the call read no key: not in
+    the cache (not yet written, or dropped by a window), or in it but masked (causal or outside the window)."""
     heads = traces[0].steps["attn_weights"].shape[1]
     weights = torch.full((heads, total, total), -torch.inf)
     row = 0
     for trace in traces:
         rows = trace.steps["attn_weights"][0]  # (h, t, s): the cache's s keys end at this call's last token
+        rows = rows.masked_fill(~trace.steps["mask"].bool(), -torch.inf)  # masked keys: not read, as uncached
         end = row + rows.shape[1]
         weights[:, row:end, end - rows.shape[2] : end] = rows  # a window cache starts after position 0
         row = end
@@ -182,12 +186,13 @@ def run_decoding(
     if not 1 <= prompt_len <= total:
         raise ValueError(f"prompt_len must be in 1..{total} (the tokens of x), got {prompt_len}")
     module.reset_cache()
-    traces, cached, nbytes, seconds = [], [], [], []
+    traces, cached, seen, nbytes, seconds = [], [], [], [], []
     for start, end in [(0, prompt_len)] + [(t, t + 1) for t in range(prompt_len, total)]:
         began = clock()
         traces.append(trace_forward(module, x[:, start:end], use_cache=True))
         seconds.append(clock() - began)
-        cached.append(module.ptr_current_pos)
+        cached.append(held_tokens(module))  # a window cache holds its window, not every position
+        seen.append(module.ptr_current_pos)
         nbytes.append(cache_bytes(module))
     uncached = []
     for end in range(prompt_len, total + 1):
@@ -202,6 +207,7 @@ def run_decoding(
         weights=weights,
         full_weights=trace_forward(module, x).steps["attn_weights"][0],
         cached=tuple(cached),
+        seen=tuple(seen),
         cache_bytes=tuple(nbytes),
         seconds_cached=tuple(seconds),
         seconds_uncached=tuple(uncached),
@@ -227,6 +233,7 @@ def run_gpt_decoding(
         weights=weights,
         full_weights=model.trace_layer(torch.tensor([ids]), layer).steps["attn_weights"][0],
         cached=tuple(s.cached for s in steps),
+        seen=tuple(s.cached for s in steps),  # no window: every token fed stays cached
         cache_bytes=tuple(s.cache_bytes for s in steps),
         seconds_cached=tuple(s.seconds for s in steps),
         seconds_uncached=tuple(uncached_seconds(model, ids, len(prompt_ids))),

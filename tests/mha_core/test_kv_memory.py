@@ -7,6 +7,8 @@ number of query heads per key/value head: 32 heads and n_kv_groups 4 give 8 key/
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -123,3 +125,63 @@ def test_measured_cache_bytes_equal_the_formula(variant, tokens):
         for _ in range(tokens):  # one token at a time, as decoding fills it
             module(torch.rand(2, 1, 8), use_cache=True)
     assert cache_bytes(module) == config().bytes_of(variant, tokens, batch=2)
+
+
+# --- issue 44: every preset cited from its own config, and its what-ifs named -----------------------------------
+
+
+def cited(preset: CacheConfig) -> dict:
+    return dict(preset.cited)
+
+
+def test_every_presets_numbers_are_its_cited_config_fields():
+    for preset in PRESETS.values():
+        fields = cited(preset)
+        assert preset.config_file and preset.config_file in preset.source, preset.name
+        assert all(f"{name} {value}" in preset.source for name, value in fields.items()), preset.name
+        layers = fields.get("num_hidden_layers", fields.get("n_layer"))
+        heads = fields.get("num_attention_heads", fields.get("n_head"))
+        width = fields.get("hidden_size", fields.get("n_embd"))
+        assert (preset.n_layers, preset.n_heads) == (layers, heads), preset.name
+        assert preset.head_dim == fields.get("head_dim", fields.get("v_head_dim", (width or 0) // heads)), preset.name
+        assert preset.context_length == fields.get("max_position_embeddings", fields.get("n_ctx")), preset.name
+        assert preset.dtype == fields.get("torch_dtype", "float32"), preset.name
+        kv_heads = fields.get("num_key_value_heads", heads)  # GPT-2: one K/V head per query head
+        assert ("n_kv_heads" in preset.what_if) == (preset.n_kv_heads != kv_heads), preset.name
+        has_latent = "kv_lora_rank" in fields
+        assert ("latent_dim" in preset.what_if) != has_latent, preset.name
+        if has_latent:
+            assert preset.latent_dim == fields["kv_lora_rank"] + fields["qk_rope_head_dim"], preset.name
+            assert preset.rope_dim == fields["qk_rope_head_dim"] and preset.own == "MLA", preset.name
+        assert ("window" in preset.what_if) != ("sliding_window" in fields), preset.name
+        if "sliding_window" in fields:
+            assert preset.window == fields["sliding_window"] and preset.own == "SWA", preset.name
+            every = fields.get("sliding_window_pattern")  # Gemma: a full layer after every 5 window layers
+            assert preset.pattern == ((every - 1, 1) if every else (1, 0)), preset.name
+
+
+def test_the_new_presets_cache_what_their_configs_say():
+    llama2 = PRESETS["Llama 2 7B"]
+    assert llama2.own == "MHA" and llama2.bytes_of("MHA", 1) == 512 * 1024  # 512 KiB per token
+    mistral = PRESETS["Mistral 7B v0.1"]
+    assert (mistral.own, mistral.kv_heads_of("SWA"), mistral.window, mistral.swa_layers()) == ("SWA", 8, 4096, (32, 0))
+    assert mistral.bytes_of("SWA", 32768) == mistral.bytes_of("GQA", 4096)  # every layer keeps 4,096 tokens
+    v2 = PRESETS["DeepSeek-V2"]
+    assert v2.bytes_of("MLA", 1) == v2.n_layers * 576 * 2 and v2.latent_dim - v2.rope_dim == 512
+
+
+def test_gemmas_window_sits_on_its_own_kv_heads_and_its_full_layers_keep_every_token():
+    gemma = PRESETS["Gemma 3 27B (window)"]
+    swa_layers, full_layers = gemma.swa_layers()
+    assert (swa_layers, full_layers) == (52, 10)
+    by_hand = (swa_layers * 1024 + full_layers * 131072) * 2 * 16 * 128 * 2
+    assert gemma.bytes_of("SWA", 131072) == by_hand
+
+
+def test_the_docs_cite_every_presets_config_fields():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "attention_variants.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in doc.splitlines() if line.startswith("| ")}
+    for name, preset in PRESETS.items():
+        row = rows[name]
+        assert preset.config_file in row, name
+        assert all(f"`{field}` {value}" in row for field, value in preset.cited), name

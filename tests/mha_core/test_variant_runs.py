@@ -18,7 +18,16 @@ def test_stacked_decoding_rows_are_the_uncached_weights(kind):
     computed = torch.isfinite(run.weights)
     assert (run.weights[computed] - run.full_weights[computed]).abs().max() <= 1e-6
     assert torch.equal(run.full_weights[~computed], torch.zeros(int((~computed).sum())))  # never needed
-    assert run.cached == (3, 4, 5, 6, 7, 8, 9)
+    assert run.seen == (3, 4, 5, 6, 7, 8, 9)
+    # the tokens held, counted on the cache: a window of 3 keeps 3 (issue 44: it used to report the positions)
+    assert run.cached == tuple(min(n, SPEC.window) if kind == "SWA" else n for n in run.seen)
+    if kind in ("MHA", "SWA"):  # K and V of every head: the bytes say the same as the count
+        assert run.cache_bytes == tuple(n * 2 * 2 * SPEC.d_out * 4 for n in run.cached)
+    row = 0
+    for mask in run.masks:  # every key a call masked is grey (−∞), like the keys it did not have: never a 0
+        t, s = mask.shape
+        assert torch.isinf(run.weights[:, row : row + t, row + t - s : row + t][:, ~mask]).all()
+        row += t
     assert len(run.seconds_cached) == len(run.seconds_uncached) == len(run.masks) == 7
     assert tuple(run.masks[0].shape) == (3, 3)
     # a window of 3 keeps 3 keys: each later call reads them and its own, the oldest masked; the others read all
@@ -50,7 +59,7 @@ def test_gpt_decoding_on_the_shipped_model_matches_its_trace_and_leaves_it_untou
     run = run_gpt_decoding(model, prompt, 6, layer=1, labels_of=lambda ids: [tokenizer.decode([i]) for i in ids])
     computed = torch.isfinite(run.weights)
     assert (run.weights[computed] - run.full_weights[computed]).abs().max() <= 1e-5
-    assert run.cached == tuple(range(len(prompt), len(prompt) + 7))
+    assert run.cached == run.seen == tuple(range(len(prompt), len(prompt) + 7))
     assert run.cache_bytes[-1] == run.cached[-1] * 2 * 2 * model.cfg["emb_dim"] * 4  # K,V × 2 layers × E × 4 B
     assert model.trf_blocks[1].att.cache_k is None
     with pytest.raises(ValueError, match="layer 2 does not exist: this model has layers 0..1"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from explorer.glue.cached import variant_runs as variants_cache
+from explorer.views import attention_variants
 from mha_core.variants.kv_memory import PRESETS
 
 from ..apptest_helpers import charts, check_page, open_page
@@ -21,6 +22,7 @@ def table_rows(at) -> list[dict]:
 def test_the_heads_section_draws_groups_weights_and_k_v_and_a_table_from_the_modules():
     at = open_page(PAGE, {"num_heads": "4", "d_out": "16", "kv_groups": "2", "variant": "GQA"})
     check_page(at, [], "heads")
+    assert attention_variants.intro_text() in [m.value for m in at.markdown]
     drawn = charts(at)
     assert {"variants_groups", "variants_weights", "variants_keys", "variants_values"} <= set(drawn)
     strip = drawn["variants_groups"]["data"][0]
@@ -74,12 +76,15 @@ def test_the_decode_section_stacks_calls_and_shows_the_bottom_right_mask(source)
     at = open_page(PAGE, {"section": "decode", "source": source, "variant": "SWA", "window": "2", "new_tokens": "8"})
     check_page(at, [], source)
     drawn = charts(at)
-    assert {"decode_stacked", "decode_rows", "decode_mask", "decode_growth", "decode_time"} <= set(drawn)
+    assert {"decode_stacked", "decode_rows", "decode_mask", "decode_growth", "decode_bytes", "decode_time"} <= set(
+        drawn
+    )
     summary = " ".join(m.value for m in at.markdown)
     assert "with the cache" in summary and "uncached forward's within" in summary
     growth = drawn["decode_growth"]["data"][0]["y"]
     tokens = [int(v) for v in growth]
     if source == "gpt":
         assert tokens == list(range(tokens[0], tokens[0] + 9))  # the prompt, then one token per call, 8 calls
-    else:
-        assert tokens[0] == 1 and tokens[-1] == 6  # the book's six tokens, one at a time
+    else:  # the book's six tokens, one at a time, into a window of 2: the cache holds 2, not 6 (issue 44)
+        assert tokens == [min(n, 2) for n in range(1, 7)]
+        assert "**2 tokens in" in summary and "(of 6 fed" in summary

@@ -8,7 +8,7 @@ import torch
 from explorer.views import attention_variants as av
 from explorer.views import attention_variants_decoding as dv
 from explorer.views.figures import decode_array
-from mha_core.variants.kv_memory import PRESETS, VARIANTS
+from mha_core.variants.kv_memory import PRESETS, VARIANTS, context_lengths, swa_layer_split
 from mha_core.variants.page_runs import VariantSpec, build_variant, run_decoding, run_variants
 
 SPEC = VariantSpec(d_in=3, d_out=12, num_heads=6, context_length=10, num_kv_groups=2, latent_dim=4, window=3)
@@ -78,3 +78,86 @@ def test_the_decoding_view_shows_each_calls_rows_and_its_bottom_right_mask(kind)
     assert dv.build_decoding_view(decoding, step=99, presenter=False).step == 5  # clamped to the last call
     summary = dv.decoding_summary(view)
     assert f"{view.tokens_last} tokens in {view.bytes_last:,} bytes" in summary
+    assert view.tokens_last == (SPEC.window if kind == "SWA" else 7) and view.seen_last == 7
+    assert view.bytes_last == view.tokens_last * 2 * SPEC.d_out * 4  # K and V of every head, float32: the count holds
+    assert ("of 7 fed" in summary) == (kind == "SWA")
+
+
+@pytest.mark.parametrize("kind", ["MHA", "SWA"])
+def test_the_decoding_growth_has_tokens_and_bytes_on_their_own_axes_and_grey_says_not_read(kind):
+    torch.manual_seed(2)
+    decoding = run_decoding(build_variant(SPEC, kind), torch.rand(1, 8, 3), [f"t{i}" for i in range(8)], 2, kind)
+    panels = {p.key: p for p in dv.build_decoding_view(decoding, step=0, presenter=False).panels}
+    growth, size = panels["decode_growth"], panels["decode_bytes"]
+    assert [t.name for t in growth.figure.data] == ["tokens cached", "tokens fed"]
+    assert list(growth.figure.data[0].y) == list(map(float, decoding.cached))
+    assert [t.name for t in size.figure.data] == ["kB cached"]
+    assert list(size.figure.data[0].y) == [b / 1000 for b in decoding.cache_bytes]
+    assert growth.figure.layout.yaxis.title.text == "tokens" and size.figure.layout.yaxis.title.text == "kB"
+    capped = max(decoding.cached) < decoding.seen[-1]
+    assert capped == (kind == "SWA") and ("up to its window" in growth.title) == capped
+    if capped:
+        assert f"{SPEC.window} tokens held, while {decoding.seen[-1]} were fed" in growth.caption
+    for key in ("decode_stacked", "decode_rows"):  # the prompt's call masks keys inside its cache: grey, named so
+        names = [t.name or "" for t in panels[key].figure.data]
+        assert not any("masked (−∞)" in n for n in names), key
+        assert any(dv.NOT_READ in n for n in names), key
+
+
+def test_the_intro_says_what_mla_and_the_windows_are_from_the_presets_configs():
+    text = av.intro_text()
+    v2, mistral, gemma = (dict(PRESETS[n].cited) for n in ("DeepSeek-V2", "Mistral 7B v0.1", "Gemma 3 27B (window)"))
+    latent, rope = v2["kv_lora_rank"], v2["qk_rope_head_dim"]
+    assert f"{latent}-wide latent and a {rope}-wide RoPE key" in text and f"= {latent + rope} numbers" in text
+    assert "folds the up-projections W_UK and W_UV into the query and output projections" in text
+    assert f"Mistral 7B v0.1 on every layer (window {mistral['sliding_window']:,})" in text
+    every = gemma["sliding_window_pattern"]
+    windowed, _ = swa_layer_split(gemma["num_hidden_layers"], every - 1, 1)
+    assert f"Gemma 3 on {every - 1} of every {every} layers (window {gemma['sliding_window']:,}; {windowed} of" in text
+    assert "(Gemma 3, Mistral)" not in text
+
+
+def test_gemmas_swa_row_names_its_own_kv_heads_and_the_layers_that_keep_every_token(run):
+    choice = "Gemma 3 27B (window)"
+    gemma = PRESETS[choice]
+    rows = {row["variant"].split()[0]: row for row in av.bytes_table(choice, run)}
+    swa, full = swa_layer_split(gemma.n_layers, *gemma.pattern)
+    kv_heads = dict(gemma.cited)["num_key_value_heads"]
+    expected = f"2 × {kv_heads} × {gemma.head_dim}, last {gemma.window} tokens on {swa} layers, every token on {full}"
+    assert rows["SWA"]["cached per token and layer"] == expected
+    tokens = gemma.context_length
+    by_hand = (swa * min(tokens, gemma.window) + full * tokens) * 2 * kv_heads * gemma.head_dim * 2
+    assert rows["SWA"][f"bytes at {tokens:,} tokens"] == av.human_bytes(by_hand)
+    assert rows["SWA"]["variant"].endswith("· its own") and rows["MQA"]["variant"].endswith("· what-if")
+    deepseek = {row["variant"].split()[0]: row for row in av.bytes_table("DeepSeek-V2", run)}
+    assert deepseek["MLA"]["cached per token and layer"] == "576 (latent 512 + shared RoPE key 64)"
+
+
+@pytest.mark.parametrize("choice", [c for c in av.CONFIG_CHOICES if c != av.THIS_CONFIG])
+def test_the_swa_sentence_matches_the_line_and_what_ifs_are_labelled(run, choice):
+    config = PRESETS[choice]
+    caption = av.bytes_figure(choice, run, presenter=False).caption
+    _, full = swa_layer_split(config.n_layers, *config.pattern)
+    far = [t for t in context_lengths(config.context_length) if t >= 2 * config.window][-2:]  # past the window
+    growth = config.bytes_of("SWA", far[1]) / config.bytes_of("SWA", far[0])
+    if full:  # the line keeps rising with the tokens
+        assert "bends" in caption and f"its {full} full layers of {config.n_layers} keep every token" in caption
+        assert growth > 1.2
+    else:  # flat
+        assert "SWA flattens once the window" in caption and growth == 1.0
+    text = av.preset_text(choice, run)
+    labels = {"n_kv_heads": f"{config.n_kv_heads} K/V heads", "latent_dim": f"latent {config.latent_dim}"}
+    pattern = f" on {config.pattern[0]} of every {sum(config.pattern)} layers" if full else ""
+    labels["window"] = f"window {config.window}{pattern}"
+    for field, label in labels.items():
+        assert (f"{label} (what-if)" in text) == (field in config.what_if), (choice, field)
+        assert label in text, (choice, field)
+
+
+@pytest.mark.parametrize("choice", av.CONFIG_CHOICES)
+def test_the_bytes_axis_reads_in_decimal_units_not_powers_of_ten(run, choice):
+    axis = av.bytes_figure(choice, run, presenter=False).figure.layout.yaxis
+    assert axis.ticktext and not any("e+" in t or "e-" in t for t in axis.ticktext)
+    for value, text in zip(axis.tickvals, axis.ticktext, strict=True):
+        number, unit = text.split()
+        assert float(number) * {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}[unit] == pytest.approx(value)
