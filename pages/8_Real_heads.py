@@ -248,13 +248,23 @@ def show_continuation(name: str, text: str, presenter: bool) -> None:
     # was cut, 245 px in 203): there it goes under the inputs.
     columns = st.columns([2, 2, 2, 2] if presenter else [2, 2, 2, 2, 3])
     new_tokens = columns[0].number_input("tokens to write", 1, real_circuits.MAX_NEW_TOKENS, 40, key="w_rh_write")
-    temperature = columns[1].number_input(
-        "temperature", 0.0, 2.0, 0.0, 0.1, key="w_rh_temperature", help="0: always the likeliest (greedy)"
+    temperature, problem = real_circuits.fit_temperature(
+        columns[1].number_input(
+            "temperature",
+            0.0,
+            real_circuits.MAX_TEMPERATURE,
+            0.0,
+            0.1,
+            key="w_rh_temperature",
+            help=f"0: always the likeliest (greedy); else at least {real_circuits.MIN_TEMPERATURE}",
+        )
     )
     top_k = columns[2].number_input("top-k", 0, real_circuits.MAX_TOP_K, 0, key="w_rh_top_k", help="0: every token")
     seed = columns[3].number_input("seed", 0, cfg.MAX_SEED, 0, key="w_rh_sample_seed")
     with st.container() if presenter else columns[4]:
         st.button("Continue my sentence", key="w_rh_continue", icon=":material/edit_note:", type="primary")
+    if problem:
+        st.warning(problem, icon=":material/warning:")
     if state.get("w_rh_continue") or state.get("_rh_written"):
         state["_rh_written"] = True
         written = real_circuits.continuation(name, text, int(new_tokens), float(temperature), int(top_k), int(seed))

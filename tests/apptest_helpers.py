@@ -160,6 +160,13 @@ def page_of(at: AppTest) -> str:
     return str(Path(at._script_path).resolve().relative_to(ROOT))
 
 
+# Python's own exception texts: a notice in these words passed an exception's message to the page.
+PYTHON_WORDS = re.compile(
+    r"invalid literal for|could not convert|cannot convert float|with base 10|object is not|unsupported operand|"
+    r"out of range for|not supported between|Traceback \(most recent"
+)
+
+
 def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: bool = False) -> None:
     """The promises: no exception, no error box (a bad value gets a warning and a corrected value, and
     run_page turns exceptions into st.error, so an error box is a failure the page hid), a chart where the
@@ -169,6 +176,9 @@ def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: b
         assert not at.error, f"{where}: the page shows an error: " + "; ".join(e.value for e in at.error)[:3000]
         if page_of(at) in CHART_PAGES:
             assert at.get(ELEMENT), f"{where}: {page_of(at)} drew no chart"
+    notices = [alert.value for alert in [*at.warning, *at.error, *at.info]]
+    python_words = [n for n in notices if PYTHON_WORDS.search(n)]
+    assert not python_words, f"{where}: a notice in Python's words: {python_words[0][:300]!r}"
     rendered = [
         *at.markdown,
         *at.caption,

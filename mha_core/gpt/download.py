@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 import threading
 import urllib.error
@@ -119,7 +120,7 @@ def _open(url: str, timeout: float):
 
 def _length(response) -> int | None:
     value = response.headers.get("Content-Length")
-    return int(value) if value and value.isdigit() else None
+    return int(value) if value and re.fullmatch(r"[0-9]{1,20}", value) else None  # ASCII: isdigit takes "²"
 
 
 def _stream(response, target: Path, done: int, total: int | None, progress, stop) -> int:

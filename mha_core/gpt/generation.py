@@ -13,6 +13,11 @@ import torch
 
 from mha_core.gpt.model import GPTModel
 
+# The least temperature above 0 (greedy). Far below it, logits / temperature overflow float32 (at 1e-38 to inf, and
+# softmax of inf is nan: "probability tensor contains either inf, nan or element < 0"); at 0.01 sampling is already
+# greedy in all but ties.
+MIN_TEMPERATURE = 0.01
+
 
 def _check(idx: torch.Tensor, max_new_tokens: int, context_size: int) -> None:
     if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.shape[1] < 1:
@@ -47,8 +52,11 @@ def generate(
     """(b, T) -> (b, T + max_new_tokens). Temperature 0 is greedy (``generate_text_simple``); above 0 the logits are
     divided by it and sampled, after keeping only the ``top_k`` largest when given."""
     _check(idx, max_new_tokens, context_size)
-    if not temperature >= 0.0 or (top_k is not None and top_k < 1):
-        raise ValueError(f"need temperature >= 0 and top_k >= 1 (or None), got {temperature} and {top_k}")
+    if not (temperature == 0.0 or MIN_TEMPERATURE <= temperature < float("inf")) or (top_k is not None and top_k < 1):
+        raise ValueError(
+            f"need temperature 0 (greedy) or at least {MIN_TEMPERATURE}, and top_k >= 1 (or None), "
+            f"got {temperature} and {top_k}"
+        )
     for _ in range(max_new_tokens):
         logits = model(idx[:, -context_size:])[:, -1, :].float()  # (b, V)
         if top_k is not None and top_k < logits.shape[-1]:

@@ -11,6 +11,7 @@ Axis letters: L layers, b batch, h heads, T tokens, d head_dim, E emb_dim, V voc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -69,15 +70,19 @@ def forward_knocked_out(
     return KnockedOut(logits=model.head(x), weights=torch.stack(weights))  # (b, T, V), (L, b, h, T, T)
 
 
+# ASCII digits only: ``str.isdigit`` also takes ``²`` and ``١`` (which int() then refuses, or reads as 1).
+_HEAD = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})")
+
+
 def parse_heads(text: str) -> list[tuple[int, int]]:
     """'0.1,1.3' -> [(0, 1), (1, 3)]: the URL's ``ablate`` list (layer.head, comma separated; empty is none).
     A ValueError names the part that is not layer.head."""
     heads = []
-    for part in (p.strip() for p in text.split(",")):
+    for part in (p.strip(" \t") for p in text.split(",")):  # ASCII spaces: a no-break space is no digit
         if not part:
             continue
-        layer, dot, head = part.partition(".")
-        if not (dot and layer.isdigit() and head.isdigit() and len(layer) <= 3 and len(head) <= 3):
+        match = _HEAD.fullmatch(part)
+        if match is None:
             raise ValueError(f"{part!r} is not layer.head (two whole numbers, like 0.1)")
-        heads.append((int(layer), int(head)))
+        heads.append((int(match[1]), int(match[2])))
     return heads

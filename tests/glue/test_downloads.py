@@ -7,10 +7,14 @@ that each pressed "Download the trace" at 16 heads × 256 tokens held 825 MB.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import replace
 
 import pytest
+from streamlit.proto.BackMsg_pb2 import BackendOperationRequest
+from streamlit.runtime.backend_operation_handler import DeferredFileHandler
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.media_file_storage import MediaFileKind, MediaFileStorageError
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
@@ -105,3 +109,32 @@ def test_the_offered_npz_fits_what_the_caches_may_hold_while_it_waits():
     bigger = replace(bigger, input="random")
     assert caches.budget.fits("npz", bigger)  # making it fits one job, but its 65 MB file would not wait within CACHE
     assert caches.npz_file_bytes(bigger) > downloads.MAX_HELD_BYTES and not caches.npz_offered(bigger)
+
+
+def _answer(manager: MediaFileManager, file_id: str):
+    """What the server answers a download button's click for ``file_id`` (its deferred file request)."""
+    server_setup.configure_process()
+    request = BackendOperationRequest(request_id="download-0")
+    request.deferred_file.file_id = file_id
+    return asyncio.run(DeferredFileHandler(lambda: manager).handle(request, "session"))
+
+
+def test_a_refused_download_says_why_in_the_apps_words(held, monkeypatch):
+    """One of 20 tabs got Streamlit's bare "Failed to generate file for download" (shown under the button); the
+    reason, the downloads held, was only in the server log."""
+    monkeypatch.setattr(downloads, "WAIT_S", 0.1)
+    held.hold(b"x" * (4 * downloads.MB))  # another tab's file, not fetched yet
+    manager = MediaFileManager(MemoryMediaFileStorage("/media"))
+    file_id = manager.add_deferred(lambda: downloads.make("a trace", 0, lambda: b"y" * 1024, 2**20), None, "1")
+    response = _answer(manager, file_id)
+    assert response.error_msg == "The server holds 4 MB of downloads not yet fetched; try again shortly."
+    assert downloads.refusal(file_id) is None  # said once, then forgotten
+
+
+def test_a_download_that_fails_otherwise_keeps_streamlits_answer(held):
+    def broken() -> bytes:
+        raise RuntimeError("a bug, logged")
+
+    manager = MediaFileManager(MemoryMediaFileStorage("/media"))
+    response = _answer(manager, manager.add_deferred(broken, None, "1"))
+    assert response.error_msg == "Failed to generate file for download"  # no exception text reaches the page

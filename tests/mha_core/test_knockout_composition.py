@@ -186,3 +186,16 @@ def test_generate_crops_to_the_context_and_checks_its_numbers(model):
         generation.generate(model, idx, 1, 4, temperature=-1.0)
     with pytest.raises(ValueError, match="max_new_tokens"):
         generation.generate(model, idx, -1, 4)
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 1e-38, generation.MIN_TEMPERATURE / 2, math.nan, math.inf])
+def test_generate_refuses_a_temperature_whose_logits_overflow(model, temperature):
+    """1e-38 divided the logits to inf and torch.multinomial failed ("probability tensor contains either inf,
+    nan or element < 0"): the library names the least temperature instead."""
+    idx = torch.zeros(1, 3, dtype=torch.int64)
+    with pytest.raises(ValueError, match=f"at least {generation.MIN_TEMPERATURE}"):
+        generation.generate(model, idx, 1, 4, temperature=temperature)
+    at_least = generation.generate(
+        model, idx, 2, 4, temperature=generation.MIN_TEMPERATURE, generator=torch.Generator()
+    )
+    assert at_least.shape == (1, 5)

@@ -152,3 +152,14 @@ def user_strings(query: dict) -> list[str]:
     for value in query.values():
         found += value if isinstance(value, list) else [value]
     return [str(v) for v in found]
+
+
+# What a hand-made first message of a new tab sends for each kind of widget (before the tab ever drew it): numbers
+# the maths cannot take, a choice no widget offers, a value of the wrong kind. By AppTest's element names.
+FORGED_FIRST_NUMBERS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "huge": 1e300}
+FORGED_FIRST_CHOICE = "zzz"
+NUMBER_KINDS = ("number_input",)
+NUMBER_ARRAY_KINDS = ("slider",)
+CHOICE_KINDS = ("selectbox", "radio")
+CHOICE_ARRAY_KINDS = ("select_slider", "multiselect")
+WRONG_KIND_KINDS = ("checkbox", "toggle", "text_input", "text_area")

@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from explorer.glue.cached import real_circuits, real_models
 from explorer.glue.cached import training_runs as training_cache
 from explorer.glue.memory import admission, budget, caches
 from explorer.glue.state import settings as cfg
@@ -207,3 +208,34 @@ def test_torch_sdpa_wrapped_takes_dropout_by_keyword():
     module.eval()(x, x, x)
     module.train()(x, x, x)
     assert seen == [0.0, 0.25]  # dropout only in training mode, passed because the signature accepts it
+
+
+def test_writing_and_knocking_out_wait_their_turn_sized_by_what_they_do(monkeypatch):
+    """Real heads' "Continue my sentence" and knock-outs ran as light work, all at once: 30 writing tabs made a
+    bystander's default page take 5.6 s. They take the gate as heavy work now, with their bytes, and a result
+    already made waits for nobody."""
+    admitted = []
+    real_admit = admission.admit
+
+    def watching(label, **kwargs):
+        admitted.append((label, kwargs))
+        return real_admit(label, **kwargs)
+
+    monkeypatch.setattr(admission, "admit", watching)
+    text = f"A sentence the caches have not seen, {time.time_ns()}; a sentence the caches have not seen."
+    at = open_page("pages/8_Real_heads.py", {"model": "own", "text": text, "ablate": "0.1"})
+    at.number_input(key="w_rh_write").set_value(7)
+    at.button(key="w_rh_continue").click().run()
+    check_page(at, [text], "writing 7 tokens")
+    writes = [kwargs for label, kwargs in admitted if "writing 7 tokens" in label]
+    knocks = [kwargs for label, kwargs in admitted if "knocking heads out" in label]
+    tokens = len(real_models.token_ids("own", text)[: real_models.page_cap("own")])
+    layers = real_models.model_and_tokenizer("own")[0].cfg["n_layers"]
+    assert len(writes) == 1 and writes[0]["heavy"], admitted
+    assert writes[0]["need_bytes"] == real_circuits.run_bytes("own", tokens + 7, 0)
+    assert knocks and all(kwargs["heavy"] for kwargs in knocks), admitted
+    assert knocks[0]["need_bytes"] == real_circuits.run_bytes("own", tokens, layers)
+    assert real_circuits.run_bytes("own", tokens + 70, 0) > writes[0]["need_bytes"]  # sized by what it does
+    admitted.clear()
+    at.run()  # the same continuation and knock-out, made already: no wait at the gate
+    assert not [label for label, _ in admitted if "writing" in label or "knocking" in label], admitted

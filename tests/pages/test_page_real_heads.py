@@ -322,7 +322,9 @@ def test_a_knockout_link_silences_those_heads_and_the_loss_is_the_models(tiny):
 
 
 @pytest.mark.parametrize(
-    ("raw", "said"), [("9.9", "no head 9.9"), ("0.x", "not layer.head"), ("1.1," * 200, "too long")]
+    ("raw", "said"),
+    [("9.9", "no head 9.9"), ("0.x", "not layer.head"), ("1.1," * 200, "too long")]
+    + [(raw, "not layer.head") for raw in ("².1", "١.١", "１.1", "0.−1", "\u00a00.1")],  # ASCII digits only
 )
 def test_a_bad_knockout_link_is_corrected_with_a_notice(tiny, raw, said):
     at = open_page(PAGE, {"text": TEXT, "ablate": raw})

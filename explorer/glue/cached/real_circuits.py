@@ -1,21 +1,28 @@
 """The Real heads page's experiments on a real GPT: scores on the typed text, knocking heads out, text the model
 writes, and how layer 1's heads read layer 0's (composition). Cached on settings (model, text, heads, ...), never
-on tensors; each run passes the admission gate; the shared model is only read.
+on tensors; each run passes the admission gate (knock-outs and writing as heavy work, sized by what they add); the
+shared model is only read.
 """
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from explorer.glue.cached import real_models
-from explorer.glue.memory import admission
+from explorer.glue.memory import admission, caches
+from explorer.glue.state.user_text import quote
 from explorer.views import induction_circuit
-from mha_core.gpt import composition, model_heads
+from mha_core.gpt import composition, generation, model_heads
 
 KNOCKOUT_MODES = ("zero", "mean")
 MAX_NEW_TOKENS = 80  # "continue my sentence": tokens written per press
 MAX_TOP_K = 256
+MAX_TEMPERATURE = 2.0  # the page's temperature input: 0 … 2
+MIN_TEMPERATURE = generation.MIN_TEMPERATURE  # above 0 (greedy): less overflows the logits
 LIGHT_BYTES = 8 * 2**20  # the shipped model's runs: a few MB of activations
+RUN_SLACK_BYTES = 4 * 2**20  # the allocator's rounding and the small tensors of one run
 COMPOSITION_MAX_EMB = 256  # (h1, h0, e, e) products: 4 × 4 × 128² floats here; GPT-2's 12 × 12 × 768² would be 340 MB
 
 
@@ -35,19 +42,44 @@ def repeat_rows(name: str, text: str) -> tuple[int, ...]:
     return model_heads.repeat_rows(_ids(name, text))
 
 
-@st.cache_resource(max_entries=32, ttl=1800, show_spinner="Knocking the heads out…")
+def run_bytes(name: str, tokens: int, kept_layers: int) -> int:
+    """What one run of the model adds at its peak, from its shape: the logits and their softmax, one layer's attention
+    steps alive at once, ``kept_layers`` layers' weights kept (a traced forward), the blocks' activations."""
+    config = real_models.model_and_tokenizer(name)[0].cfg
+    emb, vocab, heads = config["emb_dim"], config["vocab_size"], config["n_heads"]
+    tokens = max(1, min(tokens, config["context_length"]))
+    scores = 4 * heads * tokens * tokens  # one (1, h, T, T) float32 tensor
+    ours = 2 * 4 * tokens * vocab + (4 + kept_layers) * scores + 4 * 12 * tokens * emb + RUN_SLACK_BYTES
+    return max(ours, real_models.gpt2_need()) if name == "gpt2" else ours
+
+
+def _heavy(name: str, label: str, need_bytes: int):
+    """CPU-seconds of work (a forward per written token; a traced and a plain forward per knock-out) wait their turn
+    in the one gate like every heavy run, sized by what they add: 30 tabs writing at once had made a bystander's
+    default page take 5.6 s instead of 0.1 s, as light work running all at once."""
+    label = f"{real_models.LABELS[name]} {label} (about {need_bytes / 2**20:,.0f} MB)"
+    return admission.admit(label, need_bytes=need_bytes, heavy=True)
+
+
+@caches.byte_cached(max_bytes=8 * 2**20, max_entries=32, ttl_s=1800, spinner="Knocking the heads out…")
 def _knockout(name: str, text: str, heads: tuple[tuple[int, int], ...], mode: str) -> model_heads.KnockoutReading:
     model, tokenizer = real_models.model_and_tokenizer(name)
     return model_heads.knockout_reading(model, tokenizer, _ids(name, text), heads, mode)
 
 
 def knockout(name: str, text: str, heads: tuple[tuple[int, int], ...], mode: str) -> model_heads.KnockoutReading:
-    """The sentence read with ``heads`` knocked out (zeroed or mean-ablated), beside the intact model."""
-    with _gate(name, "knocking heads out"):
-        return _knockout(name, text, tuple(sorted(heads)), mode)
+    """The sentence read with ``heads`` knocked out (zeroed or mean-ablated), beside the intact model; a reading
+    already made waits for nobody."""
+    key = (name, text, tuple(sorted(heads)), mode)
+    hit, reading = _knockout.peek(*key)
+    if hit:
+        return reading
+    need = run_bytes(name, len(_ids(name, text)), real_models.model_and_tokenizer(name)[0].cfg["n_layers"])
+    with _heavy(name, "knocking heads out", need):
+        return _knockout(*key)
 
 
-@st.cache_resource(max_entries=32, ttl=1800, show_spinner="Writing…")
+@caches.byte_cached(max_bytes=2**20, max_entries=64, ttl_s=1800, spinner="Writing…")
 def _continuation(name: str, text: str, new_tokens: int, temperature: float, top_k: int, seed: int) -> str:
     model, tokenizer = real_models.model_and_tokenizer(name)
     ids = _ids(name, text)
@@ -60,8 +92,26 @@ def _continuation(name: str, text: str, new_tokens: int, temperature: float, top
 def continuation(name: str, text: str, new_tokens: int, temperature: float, top_k: int, seed: int) -> str:
     """What the model writes after the sentence: ``new_tokens`` tokens, greedy at temperature 0, else sampled from
     the ``top_k`` likeliest (0: all) with ``seed``."""
-    with _gate(name, "writing a continuation"):
-        return _continuation(name, text, new_tokens, temperature, top_k, seed)
+    key = (name, text, new_tokens, temperature, top_k, seed)
+    hit, written = _continuation.peek(*key)
+    if hit:
+        return written
+    with _heavy(name, f"writing {new_tokens} tokens", run_bytes(name, len(_ids(name, text)) + new_tokens, 0)):
+        return _continuation(*key)
+
+
+def fit_temperature(temperature: float) -> tuple[float, str | None]:
+    """The temperature the model can sample at, and a notice when it had to change: 0 (greedy) or at least
+    ``MIN_TEMPERATURE`` (below it the logits overflow); NaN and ±inf give greedy."""
+    if temperature == 0.0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:
+        return temperature, None
+    if not math.isfinite(temperature) or temperature < 0:
+        return 0.0, f"temperature={quote(temperature)} is not a temperature; writing greedily (0)."
+    fitted = min(max(temperature, MIN_TEMPERATURE), MAX_TEMPERATURE)
+    return fitted, (
+        f"temperature={quote(temperature)} is outside 0 (greedy) or {MIN_TEMPERATURE}–{MAX_TEMPERATURE}; "
+        f"using {fitted:g}."
+    )
 
 
 def composition_fits(name: str) -> bool:

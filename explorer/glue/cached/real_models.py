@@ -281,9 +281,13 @@ def gate(name: str):
     weights at the longest sentence it reads); the shipped model's runs are light (a few MB)."""
     if name != "gpt2":
         return contextlib.nullcontext()
+    return admission.admit(f"{LABELS[name]} reading a sentence", need_bytes=gpt2_need())
+
+
+def gpt2_need() -> int:
+    """What one GPT-2 forward adds at its peak at the longest sentence it reads (float32 block copies included)."""
     sizes = _gpt2_api().gpt2_bytes(TOKEN_CAP["gpt2"])
-    need = max(sizes.forward, sizes.attention_weights)
-    return admission.admit(f"{LABELS[name]} reading a sentence", need_bytes=need)
+    return max(sizes.forward, sizes.attention_weights)
 
 
 # --- what pages draw, cached on (model, text) ------------------------------------------------------------------------

@@ -7,10 +7,12 @@ before any session computes: every page imports it.
 from __future__ import annotations
 
 import html
+import linecache
 import logging
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import streamlit as st
 import torch
@@ -272,7 +274,7 @@ def run_page(main: Callable[[], None]) -> None:
                 "or choose the cpu device."
             )
             _offer_smaller_settings()
-        elif isinstance(error, ValueError):
+        elif isinstance(error, ValueError) and in_our_words(error):
             st.error(f"These settings cannot run: {settings_quote(error)}. Change the setting it names.")
         else:
             st.error(
@@ -299,6 +301,24 @@ def _offer_smaller_settings() -> None:
     else:
         return
     st.button(label, key="oom_smaller", on_click=apply_settings, args=(smaller,))
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def in_our_words(error: BaseException) -> bool:
+    """True when a ``raise`` in this project's code raised ``error``, so its message is the app's own words (naming
+    the setting). A ValueError that Python or a library raised (``int("²")``: "invalid literal for int() with base
+    10") is Python's words: the page says something went wrong instead, and the log keeps the text."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    path = Path(tb.tb_frame.f_code.co_filename).resolve()
+    if PROJECT_ROOT not in path.parents or "site-packages" in path.parts:
+        return False
+    return linecache.getline(str(path), tb.tb_lineno).lstrip().startswith("raise")
 
 
 def settings_quote(error: BaseException) -> str:

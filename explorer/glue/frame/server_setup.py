@@ -20,9 +20,11 @@ Six of them, all because a Streamlit server is one process whose sessions are th
    after a class.
 4. A browser's ``clear_cache`` message is refused (``refuse_browser_cache_clear``), and widget states of the wrong
    kind are dropped before Streamlit parses them, and the others are put inside their widget's choices and range
-   by the settings' strict parsers, with a notice (``refuse_mistyped_widget_states``, ``widget_guard``).
+   by the settings' strict parsers, with a notice (``refuse_mistyped_widget_states``, ``widget_guard``); a value
+   sent before its widget was drawn (a new tab's first message) once the page declares it (``check_when_declared``).
 5. The plotly.js that the charts load is copied into the app's static folder (``chart.serve_plotly_js``).
-6. A download made on a click leaves Streamlit's media storage once it is sent (``release_sent_downloads``).
+6. A download made on a click leaves Streamlit's media storage once it is sent (``release_sent_downloads``), and one
+   the app refused says why under its button (``say_why_a_download_failed``).
 
 A Streamlit server is one Python process whose sessions are threads, on at most 2 CPUs here and on Community Cloud.
 torch's thread pools belong to the process, so no session may change them (a session that did would change them
@@ -43,14 +45,16 @@ import threading
 
 import plotly.io
 import torch
-from streamlit.proto.WidgetStates_pb2 import WidgetStates
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.backend_operation_handler import DeferredFileHandler
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.state.session_state import SessionState
 
 from explorer.glue.frame import chart
-from explorer.glue.memory import downloads
-from explorer.glue.state import widget_guard
+from explorer.glue.memory import admission, downloads
+from explorer.glue.state import url, widget_guard
 
 log = logging.getLogger("mha_explorer")
 INTRA_OP_THREADS = 1
@@ -135,20 +139,60 @@ def refuse_mistyped_widget_states() -> None:
         return
 
     def on_script_will_rerun(self, fresh_widget_states=None, **kwargs):
+        url.forget_notice_box()  # a new run: its notices are not drawn yet
         if fresh_widget_states is not None:
             metadata = self._new_widget_state.widget_metadata
             fresh_widget_states, dropped = well_typed(fresh_widget_states, metadata)
             messages = [MISTYPED_NOTICE.format(keys=", ".join(dropped))] if dropped else []
             messages += widget_guard.check_states(fresh_widget_states, metadata)  # choices and ranges, as URLs
-            if messages:
-                log.warning("corrected widget states: %s", messages)
-                with contextlib.suppress(Exception):
-                    notices = list(self._new_session_state.get("page_notices", []))
-                    self._new_session_state["page_notices"] = [*notices, *messages]
+            _say(self, messages)
         return original(self, fresh_widget_states, **kwargs)
 
     on_script_will_rerun.refused = True
     SessionState.on_script_will_rerun = on_script_will_rerun
+    check_when_declared()
+
+
+def _say(session_state, messages: list[str]) -> None:
+    """Queue corrections for the page's notices, or draw them there when the page has drawn its notices already."""
+    if not messages:
+        return
+    log.warning("corrected widget states: %s", messages)
+    if url.notice_late(messages):
+        return
+    with contextlib.suppress(Exception):
+        notices = list(session_state._new_session_state.get("page_notices", []))
+        session_state._new_session_state["page_notices"] = [*notices, *messages]
+
+
+def check_when_declared() -> None:
+    """A value the browser sent before its widget was ever drawn in the session (a new tab's first message) is
+    checked when the page's code first declares that widget (its kind, range and choices, as the code states them),
+    before Streamlit reads it: a forged first message gets the same corrections and notices as any later one."""
+    original = SessionState.register_widget
+    if getattr(original, "checks", False):
+        return
+
+    def register_widget(self, metadata, user_key):
+        if metadata.id not in self._new_widget_state.widget_metadata:  # first declared in this session: unchecked
+            _check_declared(self, metadata)
+        return original(self, metadata, user_key)
+
+    register_widget.checks = True
+    SessionState.register_widget = register_widget
+
+
+def _check_declared(session_state, metadata) -> None:
+    stored = session_state._new_widget_state.states.get(metadata.id)
+    state = getattr(stored, "value", None)
+    if not isinstance(state, WidgetState):  # already read (deserialized) or gone: nothing from the browser
+        return
+    _, dropped = well_typed(type("One", (), {"widgets": [state]})(), {metadata.id: metadata})
+    if dropped:
+        del session_state._new_widget_state.states[metadata.id]
+        _say(session_state, [MISTYPED_NOTICE.format(keys=", ".join(dropped))])
+        return
+    _say(session_state, widget_guard.check_one(state, metadata))
 
 
 _IN_GET_URL = threading.local()
@@ -187,6 +231,35 @@ def release_sent_downloads() -> None:
     served.releases = True
     MemoryMediaFileStorage.get_file, MemoryMediaFileStorage.get_url = served, url_of
     MemoryMediaFileStorage.delete_file = dropped
+    say_why_a_download_failed()
+
+
+def say_why_a_download_failed() -> None:
+    """A download the app refused (too many bytes of downloads held, the queue full, over the budget) says why under
+    its button, in the app's words. Streamlit answers any failed file with its own "Failed to generate file for
+    download" (the button shows that text); the reason was only in the server log."""
+    execute, handle = MediaFileManager.execute_deferred, DeferredFileHandler.handle
+    if getattr(handle, "says_why", False):
+        return
+
+    def execute_deferred(self, file_id: str) -> str:
+        try:
+            return execute(self, file_id)
+        except Exception as error:
+            cause = error.__cause__ or error  # Streamlit wraps what the callable raised
+            if isinstance(cause, (admission.ServerBusyError, admission.OverBudgetError)):
+                downloads.refused(file_id, str(cause))
+            raise
+
+    async def handle_request(self, request, session_id: str):
+        response = await handle(self, request, session_id)
+        reason = downloads.refusal(request.deferred_file.file_id)
+        if reason is not None and response.error_msg:
+            response.error_msg = reason
+        return response
+
+    handle_request.says_why = True
+    MediaFileManager.execute_deferred, DeferredFileHandler.handle = execute_deferred, handle_request
 
 
 PLOTLY_JSON_ENGINE = "json"

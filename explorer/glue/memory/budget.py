@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,15 +75,16 @@ PAGE_NAMES = {
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")  # where cgroup v2 (unified) or v1 (memory/) is mounted
 PROC_CGROUP = Path("/proc/self/cgroup")  # this process's cgroup under each hierarchy
+ASCII_DIGITS = re.compile(r"[0-9]{1,20}")  # ``str.isdigit`` takes "²", which int() refuses: a crash at start-up
 NO_LIMIT = 2**50  # v1 writes "no limit" as a huge number (9223372036854771712); v2 writes "max"
 
 
 def _read_limit(path: Path) -> int | None:
     try:
-        text = path.read_text().strip()
+        text = path.read_text().strip(" \t\n")
     except OSError:
         return None
-    return int(text) if text.isdigit() and 0 < int(text) < NO_LIMIT else None
+    return int(text) if ASCII_DIGITS.fullmatch(text) and 0 < int(text) < NO_LIMIT else None
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -125,8 +127,8 @@ def server_memory() -> tuple[int, str]:
     """(bytes this server may use, where that number comes from): ``MHA_SERVER_MB``, else this process's cgroup
     memory limit (v2 or v1), else Community Cloud's smallest app, 690 MB. Read on every call (cheap): a test or a
     deployment may change them."""
-    wanted = os.environ.get("MHA_SERVER_MB", "").strip()
-    if wanted.isdigit() and 0 < int(wanted) < NO_LIMIT // MB:
+    wanted = os.environ.get("MHA_SERVER_MB", "").strip(" \t\n")
+    if ASCII_DIGITS.fullmatch(wanted) and 0 < int(wanted) < NO_LIMIT // MB:
         return int(wanted) * MB, "MHA_SERVER_MB"
     limit = cgroup_limit()
     if limit is not None:

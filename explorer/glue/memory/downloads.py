@@ -113,3 +113,19 @@ def make(label: str, need_bytes: int, build: Callable[[], bytes], expected_bytes
 def sent(data: object) -> bool:
     """Streamlit answered the request for ``data``: stop holding it. True when it was a made download."""
     return HELD.release(data)
+
+
+_REFUSED: dict[str, str] = {}  # a deferred file's id -> why the app refused to make it, until its answer is sent
+_REFUSED_LOCK = threading.Lock()
+
+
+def refused(file_id: str, reason: str) -> None:
+    """The app refused to make ``file_id`` (its request is answered with ``reason``, by ``server_setup``)."""
+    with _REFUSED_LOCK:
+        _REFUSED[file_id] = reason
+
+
+def refusal(file_id: str) -> str | None:
+    """Why the app refused ``file_id``, once (None when it did not)."""
+    with _REFUSED_LOCK:
+        return _REFUSED.pop(file_id, None)

@@ -16,15 +16,18 @@ from explorer.glue.state.user_text import quote
 INT_PATTERN = re.compile(r"[+-]?[0-9]{1,12}")
 LONG_INT_PATTERN = re.compile(r"[+-]?0*[1-9][0-9]{12,}")
 FLOAT_PATTERN = re.compile(r"[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,4})?")
+# Trimmed around a value: ASCII spaces only. ``str.strip()`` also drops a no-break or ideographic space, which a
+# parser that promises ASCII should refuse, not read.
+ASCII_SPACE = " \t\r\n\f\v"
 
 
 def parse_int(name: str, raw: object, default: int, low: int, high: int) -> tuple[int, str | None]:
     """The one strict integer parser for URL values: (value, notice or None); never raises.
 
-    Only ``[+-]?[0-9]{1,12}`` after trimming spaces is a number; anything else gives ``default`` with a
+    Only ``[+-]?[0-9]{1,12}`` after trimming ASCII spaces is a number; anything else gives ``default`` with a
     notice, and a number outside [low, high] is clamped with a notice.
     """
-    text = str(raw).strip()
+    text = str(raw).strip(ASCII_SPACE)
     if LONG_INT_PATTERN.fullmatch(text):  # more digits than any range here: clamped, without parsing all of them
         clamped = low if text.startswith("-") else high
         return clamped, f"{name}={quote(raw)} is outside {low}–{high}; using {clamped}."
@@ -51,7 +54,7 @@ def parse_float(name: str, raw: object, default: float, low: float, high: float)
 
     Anything but a plain finite decimal gives ``default`` with a notice; a number outside [low, high] is clamped.
     """
-    text = str(raw).strip()
+    text = str(raw).strip(ASCII_SPACE)
     if not FLOAT_PATTERN.fullmatch(text):
         return default, f"{name}={quote(raw)} is not a number; using {default}."
     value = float(text)

@@ -8,6 +8,7 @@ the settings back into them after any correction.
 from __future__ import annotations
 
 import re
+import threading
 
 import streamlit as st
 
@@ -198,7 +199,29 @@ def show_notices() -> None:
     state = st.session_state
     used = set(state.get("_page_fields", FIELD_NAMES))
     settings_notices = [m for m in state.get("notices", []) if not notice_fields(m) or notice_fields(m) & used]
-    with st.container():  # one block, notices or none (the docstring says why)
+    box = st.container()
+    with box:  # one block, notices or none (the docstring says why)
         for message in settings_notices + state.get("page_notices", []):
             st.warning(message, icon=":material/warning:")
     state["notices"], state["page_notices"] = [], []
+    _BOX.box = box
+
+
+# The notices' block of the run in this thread, once drawn: a widget first declared below it (a new tab's first
+# message, checked then: server_setup) has its correction drawn there, in this run, not on the next.
+_BOX = threading.local()
+
+
+def forget_notice_box() -> None:
+    """A new run begins in this thread: its notices are not drawn yet."""
+    _BOX.box = None
+
+
+def notice_late(messages: list[str]) -> bool:
+    """Draw ``messages`` in this run's notices block if it is drawn already; False if not (queue them instead)."""
+    box = getattr(_BOX, "box", None)
+    if box is None:
+        return False
+    for message in messages:
+        box.warning(message, icon=":material/warning:")
+    return True

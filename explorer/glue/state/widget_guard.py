@@ -6,7 +6,8 @@ check, or ``int("zzz")`` under Follow a token's token picker), a seed of 2⁶² 
 out-of-range number back to the widget's first value: 0). Here each value is parsed as a URL value is
 (``settings.parse_choice``, ``parse_int``, ``parse_float``): a value outside the widget's choices gets the widget's
 default, a number outside its range is clamped, and each change is said in a notice. Pure: proto in, proto and
-notices out; ``server_setup`` calls it before every rerun.
+notices out; ``server_setup`` calls it before every rerun, and for a value sent before its widget was ever
+drawn in the session (a new tab's first message), when the page's code first declares the widget.
 """
 
 from __future__ import annotations
@@ -83,6 +84,16 @@ def _checked_choices(state: WidgetState, serde, name: str, notices: list[str]) -
         if notice:
             notices.append(notice)
             state.string_value = value
+    elif kind == "string_array_value" and hasattr(serde, "formatted_option_to_option_index"):  # a multiselect
+        offered = serde.formatted_option_to_option_index
+        unknown = [raw for raw in state.string_array_value.data if raw not in offered]
+        for raw in unknown:
+            _, notice = cfg.parse_choice(name, raw, "", list(offered))
+            notices.append(notice.rsplit(";", 1)[0] + "; left out.")
+        if unknown:
+            kept = [raw for raw in state.string_array_value.data if raw in offered]
+            del state.string_array_value.data[:]
+            state.string_array_value.data.extend(kept)
     elif kind == "string_array_value" and hasattr(serde, "formatted_option_to_index"):  # a select_slider
         options = list(serde.formatted_option_to_index)
         default = options[serde.default_indices[0]] if serde.default_indices and options else ""
@@ -94,6 +105,12 @@ def _checked_choices(state: WidgetState, serde, name: str, notices: list[str]) -
         if checked != list(state.string_array_value.data):
             del state.string_array_value.data[:]
             state.string_array_value.data.extend(checked)
+
+
+def check_one(state: WidgetState, metadata) -> list[str]:
+    """Put one widget's value inside what ``metadata`` (its widget, as the page's code declared it) offers."""
+    holder = type("One", (), {"widgets": [state]})()
+    return check_states(holder, {state.id: metadata})
 
 
 def check_states(states, metadata) -> list[str]:
