@@ -98,7 +98,7 @@ def stage_panel(view):
 def draw_output(view, settings, batch_index: int, *, compact: bool = False) -> None:
     """The output as torch prints it, and whether it is the book's (``compact``: for a narrow column beside presenter
     mode's figure: the book check in one short line, a large output's heatmap left to the caller)."""
-    st.subheader("Final output")
+    st.header("Final output")
     if view.output is not None:
         if len(view.labels) <= 8:
             boundary.printed(view.output_text, wrap=compact)

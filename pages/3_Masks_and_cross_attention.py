@@ -129,7 +129,7 @@ def show_agreement(view, settings, presenter: bool) -> None:
 
 
 def show_conventions(view, src_len: int) -> None:
-    st.subheader("One mask, two conventions")
+    st.header("One mask, two conventions")
     st.markdown("**Here** (and in `F.scaled_dot_product_attention`): `True` = may attend")
     if view.ours_text:
         boundary.printed(view.ours_text)

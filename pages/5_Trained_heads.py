@@ -140,7 +140,7 @@ class LiveCurves:
         self.count += 1
         figs = trained_heads.curve_figures(steps, loss, accuracy, total=self.total, presenter=self.presenter)
         for slot, fig, name in zip(self.slots, figs, ("loss", "accuracy"), strict=True):
-            boundary.plot(slot, fig, key=f"{self.key}_{name}_{self.count}")
+            boundary.plot(slot, fig, key=f"{self.key}_{name}_{self.count}", table=False)  # a slot holds one element
 
 
 def show_job(job: training_cache.TrainingJob, presenter: bool) -> None:

@@ -122,7 +122,7 @@ def show_report(report, spec, presenter: bool, side, stage) -> None:
             cost.time_figure(report, presenter),
         )
     )
-    st.subheader("Measured beside the formula")
+    st.header("Measured beside the formula")
     boundary.show_table(cost.table_rows(report), presenter=presenter, key="cost_table")
     trace_rows = cost.trace_rows(report)
     if trace_rows:

@@ -107,7 +107,7 @@ def heads_section(settings, params, presenter: bool) -> None:
     kind = st.radio("variant", variants_cache.VARIANT_KINDS, key="var_kind", horizontal=True)
     panels, table = variants_cache.heads_view(settings, *params, kind, 0, presenter)
     show_panels(panels, presenter)
-    st.subheader("Parameters and KV cache per variant, for these settings")
+    st.header("Parameters and KV cache per variant, for these settings")
     boundary.show_table(table, presenter=presenter, key="var_table")
     st.caption(
         f"Computed from the five modules: parameters counted on them, the cache measured on their tensors after "

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from mha_core.runs.forward import ExplorerRun
 
 from . import figures
+from .figures.lines import DASHES
 from .figures.panel import Panel
 
 # (lowest weight, opacity, line width): a weight falls in the last band whose lowest weight it reaches
@@ -58,6 +59,11 @@ def window_text(window: range, num_tokens: int, labels: list[str], focus: int | 
     return f"tokens {window.start}–{window.stop - 1} of {num_tokens}{around}"
 
 
+def head_dash(head: int) -> str:
+    """Each head's dash pattern beside its colour: heads drawn in one panel are told apart without colour too."""
+    return DASHES[head % len(DASHES)]
+
+
 def _segments(queries: np.ndarray, keys: np.ndarray, offset: float = 0.0) -> tuple[list, list]:
     """x and y of line segments query → key, separated by None (one trace draws them all); ``offset`` shifts a
     head's lines a little, so that heads drawing the same line stay side by side instead of on top."""
@@ -86,7 +92,7 @@ def _band_line_traces(lines: np.ndarray, band: np.ndarray, head: int, color: str
                 "legendgroup": f"head {head}",
                 "showlegend": False,
                 "hoverinfo": "skip",
-                "line": {"color": color, "width": width},
+                "line": {"color": color, "width": width, "dash": head_dash(head)},
                 "opacity": opacity * (0.25 if faint else 1.0),
             }
         )
@@ -104,7 +110,7 @@ def _focus_line_trace(keys: np.ndarray, focus: int, head: int, color: str, offse
         "name": f"head {head}",
         "legendgroup": f"head {head}",
         "showlegend": False,
-        "line": {"color": color, "width": 3},
+        "line": {"color": color, "width": 3, "dash": head_dash(head)},
         "marker": {"size": 6},
         "opacity": 0.9,
         "hoverinfo": "skip",
@@ -120,7 +126,7 @@ def _legend_trace(head: int, color: str) -> dict:
         "y": [None],
         "name": f"head {head}",
         "legendgroup": f"head {head}",
-        "line": {"color": color, "width": 4},
+        "line": {"color": color, "width": 4, "dash": head_dash(head)},
     }
 
 
@@ -212,7 +218,7 @@ def head_view_figure(
     where = window_text(window, t, labels, focus)
     subtitle = " · ".join(part for part in (note, where, "line strength = attention weight") if part)
     row_px = ROW_PX * (figures.PRESENTER_SCALE if presenter else 1.0)
-    return figures.finish_figure(
+    figure = figures.finish_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
@@ -222,6 +228,23 @@ def head_view_figure(
         below_px=10 if entries else 20 + 40 * -(-h // 9),  # rows of nine entries (ten fit 1,214 px)
         legend_entries=entries,
     )
+    figure.layout.meta = dict(figure.layout.meta or {}) | {"description": head_view_words(inside, labels, window)}
+    return figure
+
+
+def head_view_words(inside: np.ndarray, labels: list[str], window: range) -> str:
+    """The figure for a screen reader (figures.describe reads it): what the lines are, and each head's strongest
+    line. ``inside``: (h, n, n) the drawn window's weights."""
+    h = inside.shape[0]
+    words = [
+        f"Lines from each query (left) to the keys it attends to (right) for {h} heads, tokens {window.start} to "
+        f"{window.stop - 1}; a thicker, darker line is a larger weight; each head has its own colour and dash."
+    ]
+    for k in range(min(h, 16)):
+        i, j = np.unravel_index(int(np.argmax(inside[k])), inside[k].shape)
+        query, key = labels[window.start + int(i)], labels[window.start + int(j)]
+        words.append(f"Head {k}'s strongest line: {query} to {key}, weight {inside[k, i, j]:.2f}.")
+    return " ".join(words)
 
 
 @dataclass(frozen=True)

@@ -197,7 +197,8 @@ def example_table(result: TrainResult, inspection: Inspection) -> pd.DataFrame:
         rows["target"].append(label(int(inspection.targets[t]), vocab) if scored else "")
         rows["prediction"].append(label(int(inspection.predictions[t]), vocab) if scored else "")
         rows["correct"].append(("✓" if right else "✗") if scored else "")
-    return pd.DataFrame.from_dict(rows, orient="index", columns=[str(t) for t in range(len(inspection.labels))])
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=[str(t) for t in range(len(inspection.labels))])
+    return table.rename_axis(index="position")  # the corner cell names the columns: a header a screen reader reads
 
 
 def build_trained_view(

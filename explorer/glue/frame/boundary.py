@@ -10,6 +10,7 @@ import html
 import linecache
 import logging
 import traceback
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -47,7 +48,9 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
             figure = staged[0]
             st.html(STAGE_TEXT_CSS.format(key=f"stage_{panel.key}", width=staged[1], height=staged[2]))
         with st.container(key=f"stage_{panel.key}"):
-            plot(st, figure, key=f"chart_{panel.key}", height="stretch", label=panel.title)
+            described = alternative(panel.figure, panel.title)[0]  # the staged copy draws its text apart
+            plot(st, figure, key=f"chart_{panel.key}", height="stretch", label=described, table=False, described=True)
+        show_as_table(st, panel.figure, panel.title)  # under the stage: the stage's height is the figure's
     else:
         plot(st, panel.figure, key=f"chart_{panel.key}", label=panel.title)
     if not bare:
@@ -83,9 +86,20 @@ STAGE_TEXT_CSS = (
 )
 
 
-def plot(container, figure, *, key: str, height: int | str = "content", label: str = "") -> None:
-    """One figure in ``container`` (st, a column, an st.empty slot), full width, downloadable as PNG, named ``label``
-    for a screen reader (else by its own title).
+def plot(
+    container,
+    figure,
+    *,
+    key: str,
+    height: int | str = "content",
+    label: str = "",
+    table: bool = True,
+    described: bool = False,
+) -> None:
+    """One figure in ``container`` (st, a column), full width, downloadable as PNG, named for a screen reader by
+    ``label`` (else its own title) and the view's description of it (figures.describe), and with a "Show as table"
+    of its numbers under it (``table=False`` for an st.empty slot, which holds one element). ``described``: the
+    label is the description already.
 
     Streamlit's template goes under the figure's own settings, so what the figures leave unset (backgrounds, text and
     grid colours) follows the page's light or dark theme; they set their text sizes themselves. Their colour scales
@@ -93,13 +107,56 @@ def plot(container, figure, *, key: str, height: int | str = "content", label: s
     """
     if height == "content" and on_a_phone():
         figure = figures.one_column(figure)  # heads stacked, each the phone's width: side by side they were 65 px
+    name, place, original = label if described else alternative(figure, label)[0], container, figure
     figure = figures.for_theme(figure, dark=st.context.theme.type == "dark")
     # A figure that sets its own width (square cells) is drawn in a box of that width, or of its place's when that is
     # narrower: stretched to the page, its matrix kept to the left and its colour bar went to the far right
     # (out_proj.weight's bar 600 px from its heatmap); drawn at its own width in a narrower place, it broke.
     if figure.layout.width and height == "content":
         container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
-    chart.draw(container, figure, config=figures.png_config_for(figure), key=key, height=height, label=label)
+    chart.draw(container, figure, config=figures.png_config_for(figure), key=key, height=height, label=name)
+    if table:
+        show_as_table(place, original, label)
+
+
+def show_as_table(container, figure, title: str = "") -> None:
+    """A figure's numbers (figures.as_table) in a folded "Show as table": a plain HTML table with column headers, which
+    a screen reader walks cell by cell (st.dataframe draws on a canvas). Not st.table, so that a page's own tables
+    stay its only ones. The cells are escaped: token text is the user's."""
+    _, table, note = alternative(figure, title)
+    if not table:
+        return
+    with container.expander("Show as table"):
+        if note:
+            st.caption(note)
+        st.html(f'{FIGURE_TABLE_CSS}<div class="mha-figure-table">{table}</div>')
+
+
+# Each figure object's (description, table HTML, note) by title while the object lives: the views' caches hand the
+# same figure objects on every hit, and describing and tabling 16 of them was 0.2 s of a rerun. As chart._JSON_OF.
+_ALTERNATIVE_OF: dict[int, dict[str, tuple[str, str, str]]] = {}
+
+
+def alternative(figure, title: str) -> tuple[str, str, str]:
+    """The figure for a screen reader: its description (figures.describe), its numbers as an HTML table, the note
+    that says when the table is cut; made once per figure object and title."""
+    key = id(figure)
+    known = _ALTERNATIVE_OF.get(key)
+    if known is None:
+        known = _ALTERNATIVE_OF[key] = {}
+        weakref.finalize(figure, _ALTERNATIVE_OF.pop, key, None)
+    if title not in known:
+        frame, note = figures.as_table(figure)
+        table = "" if frame.empty else frame.to_html(index=False, escape=True)
+        known[title] = (figures.describe(figure, title=title), table, note)
+    return known[title]
+
+
+FIGURE_TABLE_CSS = (
+    "<style>.mha-figure-table { overflow-x: auto; } .mha-figure-table table { border-collapse: collapse; "
+    "font-size: 0.85rem; } .mha-figure-table th, .mha-figure-table td { padding: 0.15rem 0.5rem; "
+    "border: 1px solid rgba(128, 128, 128, 0.4); text-align: right; white-space: nowrap; }</style>"
+)
 
 
 # Columns that a phone stacks (Streamlit does below 640 px) in reverse: the right one, the step's figure, comes first

@@ -139,11 +139,12 @@ export default function (component) {
   if (!plot) {
     plot = document.createElement("div");
     plot.className = "mha-chart";
-    // A figure that the keyboard reaches, named by its title. Streamlit's tab panel (react-aria) looks for a
+    // A figure that the keyboard reaches, a figure to a screen reader, named by the view's description of it (what
+    // it shows, its shape, where it is largest: figures.describe; its numbers are in "Show as table" under it). Streamlit's tab panel (react-aria) looks for a
     // tabbable element in the panel on every change under it: with none there, each of plotly's DOM updates walked
     // every node of every chart in the panel (0.1 s of a move at 8 heads × 512 tokens; docs/decisions.md).
     plot.tabIndex = 0;
-    plot.setAttribute("role", "figure");
+    plot.setAttribute("role", "figure"); // not "img": its children (plotly's focusable parts) stay reachable
     parentElement.appendChild(plot);
   }
   followPlace(plot);

@@ -14,6 +14,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from explorer.glue.cached.real_models import LABELS, facts
+from explorer.glue.frame import contrast
 from explorer.glue.state import settings as cfg
 from explorer.glue.state.settings import FIELD_NAMES, Settings
 from explorer.glue.state.url import (
@@ -330,6 +331,7 @@ def presenter_toggle() -> bool:
     st.set_page_config(initial_sidebar_state="collapsed" if presenter else "auto")
     if presenter:
         st.html(PRESENTER_CSS)  # a constant: nothing from the user
+    contrast.apply()  # every page calls this function: Streamlit's own colours mended for WCAG AA
     return presenter
 
 

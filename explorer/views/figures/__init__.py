@@ -28,6 +28,7 @@ Every trace a heatmap builder adds carries ``meta={"role": ..., "head": ...}``, 
 
 from __future__ import annotations
 
+from .describe import as_table, describe
 from .diagrams import RESHAPE_STAGES, reshape_figure
 from .downsample import weights_top
 from .heatmap_layout import FULL_FIGURE_PX, one_column, stage_cell_text
@@ -80,6 +81,8 @@ __all__ = [
     "NARROW_FIGURE_PX",
     "PRESENTER_SCALE",
     "RESHAPE_STAGES",
+    "as_table",
+    "describe",
     "escape_label",
     "escape_markdown",
     "finish_figure",
