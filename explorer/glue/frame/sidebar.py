@@ -1,8 +1,9 @@
 """The sidebar every page shares: navigation, presenter mode, the settings a page uses; and a page's section tabs.
 
 A page names the settings fields that change what it draws (``settings_sidebar(fields=...)``); the others are not
-shown, and stay in the session and the URL untouched. Widgets are keyed ``w_<name>``; their ``on_change`` callback
-reconciles the whole set and writes any correction back into the widgets before the rerun draws them.
+shown, and stay in the session and the URL untouched. Widgets are keyed ``w_<name>`` and written from the session's
+settings on every run before they are drawn (``url.load_widgets``: a page's widgets are new to Streamlit); their
+``on_change`` callback reconciles the whole set and writes any correction back into the widgets before the rerun.
 """
 
 from __future__ import annotations
@@ -17,14 +18,7 @@ from explorer.glue.cached.real_models import LABELS, facts
 from explorer.glue.frame import contrast
 from explorer.glue.state import settings as cfg
 from explorer.glue.state.settings import FIELD_NAMES, Settings
-from explorer.glue.state.url import (
-    apply_settings,
-    current_settings,
-    load_widgets,
-    url_choice,
-    widget_values,
-    width_mode,
-)
+from explorer.glue.state.url import apply_settings, current_settings, load_widgets, url_choice, width_mode
 from mha_core import devices
 from mha_core.runs.forward import INPUT_KINDS
 
@@ -96,7 +90,6 @@ def _try_wider_heads() -> None:
 def _fixed_width_controls(settings: Settings, common: dict) -> None:
     """d_out and num_heads (one of its divisors); head_dim follows."""
     state, sb = st.session_state, st.sidebar
-    state.setdefault("w_d_out", settings.d_out)
     choices = cfg.head_choices(settings.d_out) or [1]
     if state.get("w_heads_fixed") not in choices:
         state["w_heads_fixed"] = settings.num_heads if settings.num_heads in choices else choices[0]
@@ -209,8 +202,7 @@ def settings_sidebar(fields: Iterable[str] = ALL_FIELDS) -> Settings:
     state = st.session_state
     shown = set(fields)
     state["_page_fields"] = tuple(shown)
-    for name, value in widget_values(settings).items():
-        state.setdefault(f"w_{name}", value)
+    load_widgets(settings)  # on every run: each page's widgets are new to Streamlit (see load_widgets)
     common = {"on_change": _on_widget_change}
     st.sidebar.header("Settings")
     if "num_heads" in shown:
@@ -320,7 +312,7 @@ def presenter_toggle() -> bool:
     state = st.session_state
     if "_presenter" not in state:  # a non-widget copy survives page switches
         state._presenter = st.query_params.get("presenter", "").lower() in ("1", "true", "yes", "on")
-    state.setdefault("w_presenter", state._presenter)
+    state["w_presenter"] = state._presenter  # on every run, as the settings' widgets (url.load_widgets says why)
     presenter = st.sidebar.toggle(
         "Presenter mode",
         key="w_presenter",

@@ -2,7 +2,8 @@
 
 Canonical settings live in ``st.session_state["settings"]`` (a frozen ``Settings``), so they survive page switches,
 where Streamlit drops the state of widgets not on the page. Widgets are keyed ``w_<name>``; ``load_widgets`` writes
-the settings back into them after any correction.
+the settings into them on every run before they are drawn: the widgets show the settings, and change them only
+through their ``on_change`` (docs/decisions.md, issue 42).
 """
 
 from __future__ import annotations
@@ -147,6 +148,12 @@ def widget_values(settings: Settings) -> dict[str, object]:
 
 
 def load_widgets(settings: Settings) -> None:
+    """Write the settings into their widgets' keys, before the widgets are drawn (the sidebar does it on every run).
+
+    Streamlit 1.67 gives a widget another id on every page, and a key already "in" session state may be the last
+    page's widget's: a page that only filled missing keys drew its own at their defaults (1 head, seed 0) on every
+    other page switch, and the next slider move applied them. A written key is the value the widget shows.
+    """
     for name, value in widget_values(settings).items():
         st.session_state[f"w_{name}"] = value
     st.session_state["w_d_out"] = settings.d_out  # the fixed-width mode's widgets
