@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core.gpt import generation, head_scores, knockout
+from mha_core.gpt import attribution, generation, head_scores, knockout
 from mha_core.gpt.model import GPTModel
 
 TOP_K = 5
@@ -201,13 +201,85 @@ def knockout_reading(model: GPTModel, tokenizer, ids: list[int], heads, mode: st
 
 @torch.no_grad()
 def continue_text(
-    model: GPTModel, tokenizer, ids: list[int], new_tokens: int, *, temperature: float, top_k: int | None, seed: int
+    model: GPTModel,
+    tokenizer,
+    ids: list[int],
+    new_tokens: int,
+    *,
+    temperature: float,
+    top_k: int | None,
+    seed: int,
+    heads=(),
+    mode: str = "zero",
 ) -> tuple[int, ...]:
-    """The ids the model writes after ``ids`` (the book's ``generate``; greedy at temperature 0), seeded."""
+    """The ids the model writes after ``ids`` (the book's ``generate``; greedy at temperature 0), seeded, with
+    ``heads`` knocked out at every step."""
     batch = torch.tensor([list(ids)], dtype=torch.int64)  # (1, T)
     model.check_ids(batch)
     gen = torch.Generator().manual_seed(seed)
     out = generation.generate(
-        model, batch, new_tokens, model.cfg["context_length"], temperature=temperature, top_k=top_k, generator=gen
-    )
+        model, batch, new_tokens, model.cfg["context_length"], temperature=temperature, top_k=top_k, generator=gen,
+        heads=tuple(heads), mode=mode,
+    )  # fmt: skip
     return tuple(int(i) for i in out[0, len(ids) :])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CharacterReading:
+    """The text read position by position: what each head looked at, the top guesses, and which part raised the
+    right next token's logit (``attribution``). Position t predicts ``true_ids[t + 1]``."""
+
+    ids: tuple[int, ...]  # (T,) what the model read: the text, or the given start and what it wrote on its own
+    true_ids: tuple[int, ...]  # (T,) the text
+    labels: tuple[str, ...]  # (T,) of ids
+    given: int  # tokens given; the rest the model wrote on its own (T when the true text is given throughout)
+    weights: np.ndarray  # (L, h, T, T)
+    top_labels: tuple[tuple[str, ...], ...]  # (T, k) the likeliest next tokens at each position
+    top_ids: np.ndarray  # (T, k)
+    top_probs: np.ndarray  # (T, k)
+    head_dla: np.ndarray  # (L, h, T - 1) each head's direct logit attribution to the right next token
+    other_dla: dict[str, np.ndarray]  # part -> (T - 1,): embeddings, biases, MLPs, the final LayerNorm's shift
+    logit: np.ndarray  # (T - 1,) the right next token's logit
+    right_prob: np.ndarray  # (T - 1,) its probability
+
+
+@torch.no_grad()
+def read_characters(
+    model: GPTModel, tokenizer, ids: list[int], *, heads=(), mode="zero", own=False
+) -> CharacterReading:
+    """``ids`` (at least 2) read with ``heads`` knocked out; ``own``: the model writes greedily after the first
+    ``attribution.prompt_length`` tokens and reads its own writing (the right token is still the text's)."""
+    true_ids = [int(i) for i in ids]
+    given = attribution.prompt_length(true_ids) if own else len(true_ids)
+    fed = true_ids[:given] + list(
+        continue_text(
+            model,
+            tokenizer,
+            true_ids[:given],
+            len(true_ids) - given,
+            temperature=0.0,
+            top_k=None,
+            seed=0,
+            heads=heads,
+            mode=mode,
+        )  # fmt: skip
+    )
+    parts = attribution.residual_parts(model, fed, heads, mode)
+    dla = attribution.direct_logit_attribution(model, parts, true_ids[1:] + true_ids[:1])  # the last target unused
+    probs = torch.softmax(parts.logits.float(), dim=-1)  # (T, V)
+    top = torch.topk(probs, min(TOP_K, probs.shape[-1]), dim=-1)  # (T, k)
+    right = probs[torch.arange(len(fed) - 1), torch.tensor(true_ids[1:], dtype=torch.int64)]  # (T - 1,)
+    return CharacterReading(
+        ids=tuple(fed),
+        true_ids=tuple(true_ids),
+        labels=tuple(tokenizer.labels(fed)),
+        given=given,
+        weights=_frozen(parts.weights.float().numpy().copy()),
+        top_labels=tuple(tuple(tokenizer.labels(row)) for row in top.indices.tolist()),
+        top_ids=_frozen(top.indices.numpy().copy()),
+        top_probs=_frozen(top.values.float().numpy().copy()),
+        head_dla=_frozen(dla.heads[..., :-1].float().numpy().copy()),
+        other_dla={name: _frozen(v[:-1].float().numpy().copy()) for name, v in dla.other.items()},
+        logit=_frozen(dla.logit[:-1].float().numpy().copy()),
+        right_prob=_frozen(right.float().numpy().copy()),
+    )
