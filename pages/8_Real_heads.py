@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
 from explorer.glue.cached import real_circuits, real_models
-from explorer.glue.frame import boundary, sidebar
+from explorer.glue.frame import boundary, sidebar, writing_sections
 from explorer.glue.state import settings as cfg
 from explorer.glue.state import url, user_text
 from explorer.views import induction_circuit, real_heads
@@ -46,7 +46,8 @@ def main() -> None:
         name = choose_model(settings)
         text = choose_text(name)
     if name is not None:
-        seed_knockout(name)  # before the notices: a bad ?ablate= is said with them
+        seed_knockout(name)  # before the notices: a bad ?ablate= or ?pos= is said with them
+        writing_sections.seed_from_link(name, text)
         linked = linked_head(name)
     url.show_notices()
     if name is None:
@@ -65,9 +66,14 @@ def main() -> None:
     show_kinds(view, name, text, presenter)
     st.header("What comes next?")
     show_prediction(view, presenter)
-    show_continuation(name, text, presenter)
     st.header("Knock heads out")
-    ablation = show_knockout(view, name, text, presenter)
+    heads, mode, params = show_knockout(view, name, text, presenter)
+    st.header("The model writes")
+    writing_sections.show_writing(name, text, heads, mode, presenter)
+    if real_circuits.characters_fit(name):
+        st.header("Character by character")
+        strongest = view.strongest["induction"][0]
+        params |= writing_sections.show_characters(name, text, heads, mode, strongest, presenter)
     if real_circuits.composition_fits(name):
         st.header("The induction circuit")
         show_composition(name, presenter)
@@ -77,7 +83,7 @@ def main() -> None:
     st.header("Open any head")
     show_open_any(view, name, text, linked)
     show_about(name)
-    url.sync_url(st.session_state.settings, **ablation)
+    url.sync_url(st.session_state.settings, **params)
 
 
 def first_visit(settings):
@@ -241,36 +247,9 @@ def show_kinds(view, name: str, text: str, presenter: bool) -> None:
                 head_link(target, name, text, layer, head, f"L{layer} H{head} in {TARGETS[target][2]}")
 
 
-def show_continuation(name: str, text: str, presenter: bool) -> None:
-    """ "Continue my sentence": the model writes, greedy or sampled (the book's chapter 5 ``generate``)."""
-    state = st.session_state
-    # On a 720p stage presenter mode's type is too large for the button in a fifth column ("Continue my sentence"
-    # was cut, 245 px in 203): there it goes under the inputs.
-    columns = st.columns([2, 2, 2, 2] if presenter else [2, 2, 2, 2, 3])
-    new_tokens = columns[0].number_input("tokens to write", 1, real_circuits.MAX_NEW_TOKENS, 40, key="w_rh_write")
-    temperature = columns[1].number_input(
-        "temperature", 0.0, 2.0, 0.0, 0.1, key="w_rh_temperature", help="0: always the likeliest (greedy)"
-    )
-    top_k = columns[2].number_input("top-k", 0, real_circuits.MAX_TOP_K, 0, key="w_rh_top_k", help="0: every token")
-    seed = columns[3].number_input("seed", 0, cfg.MAX_SEED, 0, key="w_rh_sample_seed")
-    with st.container() if presenter else columns[4]:
-        st.button("Continue my sentence", key="w_rh_continue", icon=":material/edit_note:", type="primary")
-    if state.get("w_rh_continue") or state.get("_rh_written"):
-        state["_rh_written"] = True
-        written = real_circuits.continuation(name, text, int(new_tokens), float(temperature), int(top_k), int(seed))
-        how = "greedy" if temperature == 0 else f"sampled at temperature {temperature:g}, top-k {top_k or 'all'}"
-        st.markdown(f"**The model writes** ({int(new_tokens)} tokens, {how}):")
-        st.markdown(user_text.quote(text, limit=400) + " ⟶ " + user_text.quote(written, limit=400))
-        if not presenter:
-            st.caption(
-                "The book's chapter 5 loop: predict the next token, append it, read again, one token at a time. "
-                "On a repeated sentence the induction heads make it complete the copy."
-            )
-
-
-def show_knockout(view, name: str, text: str, presenter: bool) -> dict[str, str]:
+def show_knockout(view, name: str, text: str, presenter: bool):
     """Choose heads to knock out (``?ablate=0.1,1.3``), zeroed or mean-ablated; the loss before and after. Returns
-    the page's own URL parameters."""
+    the heads, the mode and the page's own URL parameters."""
     labels = head_labels(*view.strongest_shape)
     left, right = st.columns([3, 2])
     picked = left.multiselect("heads to knock out", list(labels), key="w_rh_ablate")
@@ -292,7 +271,7 @@ def show_knockout(view, name: str, text: str, presenter: bool) -> dict[str, str]
         with right:
             figure(knocked.scores, presenter)
     ablate = ",".join(f"{layer}.{head}" for layer, head in heads)
-    return {"ablate": ablate, "ablation": mode} if heads else {}
+    return heads, mode, ({"ablate": ablate, "ablation": mode} if heads else {})
 
 
 def head_labels(num_layers: int, num_heads: int) -> dict[str, tuple[int, int]]:

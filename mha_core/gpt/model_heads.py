@@ -232,6 +232,7 @@ class CharacterReading:
     ids: tuple[int, ...]  # (T,) what the model read: the text, or the given start and what it wrote on its own
     true_ids: tuple[int, ...]  # (T,) the text
     labels: tuple[str, ...]  # (T,) of ids
+    true_labels: tuple[str, ...]  # (T,) of true_ids
     given: int  # tokens given; the rest the model wrote on its own (T when the true text is given throughout)
     weights: np.ndarray  # (L, h, T, T)
     top_labels: tuple[tuple[str, ...], ...]  # (T, k) the likeliest next tokens at each position
@@ -273,6 +274,7 @@ def read_characters(
         ids=tuple(fed),
         true_ids=tuple(true_ids),
         labels=tuple(tokenizer.labels(fed)),
+        true_labels=tuple(tokenizer.labels(true_ids)),
         given=given,
         weights=_frozen(parts.weights.float().numpy().copy()),
         top_labels=tuple(tuple(tokenizer.labels(row)) for row in top.indices.tolist()),

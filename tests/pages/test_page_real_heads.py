@@ -31,6 +31,7 @@ from ..tiny_gpt import TINY_CONFIG, tiny_model
 PAGE = "pages/8_Real_heads.py"
 TEXT = "The for statement in Python iterates over the items of any sequence"
 PANELS = {"top5", "model_view", "head_scores", "text_scores", "induction", "knockout_loss", "composition"}
+PANELS |= {"position_text", "position_top", "position_attribution"}  # character by character (issue 46)
 
 
 @pytest.fixture(autouse=True)
