@@ -18,7 +18,7 @@ from explorer.glue.cached import real_circuits, real_models
 from explorer.glue.frame import boundary, sidebar, writing_sections
 from explorer.glue.state import settings as cfg
 from explorer.glue.state import url, user_text
-from explorer.views import induction_circuit, real_heads
+from explorer.views import head_kinds, induction_circuit, real_heads, real_record
 
 st.set_page_config(page_title="Real heads · Multi-Head Attention Explorer", page_icon="🧠", layout="wide")
 
@@ -55,12 +55,7 @@ def main() -> None:
     view = real_models.page_view(name, text, presenter)
     st.header("Every head at once")
     if not presenter:
-        st.markdown(
-            "Each square is one head's attention weights on your sentence, every layer × head in one grid (the "
-            "layout of BertViz's model view): row i is the token that reads, column j a token it may read (only "
-            "earlier ones: the mask), brighter is more weight. A bright line just under the diagonal is a "
-            "previous-token head; on a repeated sentence, a line one period back is an induction head."
-        )
+        st.markdown(real_heads.MODEL_VIEW_TEXT)
     figure(view.model_view, presenter)
     st.header("What kind of head is each?")
     show_kinds(view, name, text, presenter)
@@ -79,7 +74,7 @@ def main() -> None:
         show_composition(name, presenter)
     st.header("Induction on random tokens: a repeat gets easier")
     figure(view.induction, presenter)
-    st.markdown(real_heads.induction_sentence(*view.copy_losses, view.vocab_size))
+    st.markdown(real_heads.induction_sentence(*view.copy_losses, view.drawn, real_models.probe_source(name)))
     st.header("Open any head")
     show_open_any(view, name, text, linked)
     show_about(name)
@@ -223,26 +218,18 @@ def head_link(target: str, name: str, text: str, layer: int, head: int, label: s
 def show_kinds(view, name: str, text: str, presenter: bool) -> None:
     """The scores on the sentence and on the random probe, the strongest head of each kind named (or said to be no
     such head), and links to each."""
-    left, right = st.columns(2)
-    with left:
-        if view.text_scores is None:
-            st.caption("Your sentence is one token: no query has an earlier token to read, so nothing to score.")
-        else:
-            figure(view.text_scores, presenter)
-    with right:
-        figure(view.scores, presenter)
+    if view.text_scores is None:  # one under the other, each the page's width: at 1280 px cells of 44 px
+        st.caption("Your sentence is one token: no query has an earlier token to read, so nothing to score.")
+    else:
+        figure(view.text_scores, presenter)
+    figure(view.scores, presenter)
     columns = st.columns(len(view.strongest))
     for column, (kind, (layer, head, score)) in zip(columns, view.strongest.items(), strict=True):
         with column:
-            if view.is_kind[kind]:
-                st.markdown(f"**{kind.capitalize()} head: L{layer} H{head}** (score {score:.2f})")
-            else:
-                st.markdown(f"**No {kind} head** (the best, L{layer} H{head}, scores {score:.2f})")
             even = view.baselines[kind]
-            st.caption(
-                f"{'An' if kind[0] in 'aeiou' else 'A'} {kind} head {real_heads.KIND_TEXT[kind]} On random tokens "
-                f"repeated an even spread scores {even:.2f}; a head counts when it scores at least 0.3 and 3× that."
-            )
+            st.markdown(head_kinds.kind_headline(kind, layer, head, score, even))
+            an = "An" if kind[0] in "aeiou" else "A"
+            st.caption(f"{an} {kind} head {real_heads.KIND_TEXT[kind]} {head_kinds.bar_text(even)}")
             for target in ("explorer", "follow"):
                 head_link(target, name, text, layer, head, f"L{layer} H{head} in {TARGETS[target][2]}")
 
@@ -256,20 +243,17 @@ def show_knockout(view, name: str, text: str, presenter: bool):
     mode = right.radio("how", real_circuits.KNOCKOUT_MODES, key="w_rh_ablation", horizontal=True,
                        format_func={"zero": "set to zero", "mean": "set to its mean"}.get)  # fmt: skip
     if not presenter:
-        st.markdown(real_heads.knockout_record_lines(real_models.shipped_record()) if name == "own" else "")
+        st.markdown(real_record.knockout_record_lines(real_models.shipped_record()) if name == "own" else "")
     heads = tuple(labels[label] for label in picked)
     reading = real_circuits.knockout(name, text, heads, mode)
     knocked = induction_circuit.knockout_view(reading, list(real_circuits.repeat_rows(name, text)), presenter=presenter)
     st.markdown(knocked.sentence)
     figure(knocked.loss, presenter)
     if knocked.scores is not None:
-        left, right = st.columns([2, 3])
-        with left:
-            st.markdown("**What comes next, without them:**")
-            boundary.show_table(knocked.top_rows, presenter=presenter, key="rh_knocked_top5",
-                                formats={"probability": "%.3f"})  # fmt: skip
-        with right:
-            figure(knocked.scores, presenter)
+        st.markdown("**What comes next, without them:**")
+        boundary.show_table(knocked.top_rows, presenter=presenter, key="rh_knocked_top5",
+                            formats={"probability": "%.3f"})  # fmt: skip
+        figure(knocked.scores, presenter)  # the page's width, as the scores above
     ablate = ",".join(f"{layer}.{head}" for layer, head in heads)
     return heads, mode, ({"ablate": ablate, "ablation": mode} if heads else {})
 
@@ -323,7 +307,7 @@ def show_open_any(view, name: str, text: str, linked: tuple[int, int] | None = N
 
 def show_about(name: str) -> None:
     st.header("What is this model?")
-    for line in real_heads.about_lines(name, real_models.shipped_record(), real_models.facts(name)):
+    for line in real_record.about_lines(name, real_models.shipped_record(), real_models.facts(name)):
         st.markdown(line)
 
 

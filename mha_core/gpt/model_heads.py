@@ -51,6 +51,7 @@ class HeadProbe:
     first_copy_loss: float  # mean over positions 0..P-2 (predicting the rest of the first copy)
     second_copy_loss: float  # mean over positions P..2P-2 (predicting the second copy after its first token)
     labels: tuple[str, ...]  # (2P,) the first probe sequence's tokens
+    drawn: int  # distinct ids the probe draws from: a uniform guess among them costs ln(drawn)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -87,15 +88,37 @@ class Probe:
     batch_size: int = PROBE_BATCH
     seed: int = PROBE_SEED
     whole_vocabulary: bool = False  # draw from every id (the training's probe), else past the bytes and before EOT
+    allowed: tuple[int, ...] = ()  # when given, draw from these ids only (the bytes a model was trained on)
 
 
 def probe_tokens(model: GPTModel, probe: Probe = Probe()) -> torch.Tensor:
     """(b, 2P) seeded random ids repeated twice; by default past the single bytes (whole words or word pieces) and
     never the vocabulary's last id (GPT-2's end-of-text)."""
-    vocab = model.cfg["vocab_size"]
     period = max(2, min(probe.period, model.cfg["context_length"] // 2))
-    high, low = (vocab, 0) if probe.whole_vocabulary else (vocab - 1, min(256, vocab // 4))
+    if probe.allowed:
+        table = torch.tensor(probe.allowed, dtype=torch.int64)  # (n,)
+        picks = head_scores.repeated_random_tokens(len(table), period, batch_size=probe.batch_size, seed=probe.seed)
+        return table[picks]  # (b, 2P) the allowed ids, repeated as the picks are
+    low, high = drawn_range(model, probe)
     return head_scores.repeated_random_tokens(high, period, batch_size=probe.batch_size, seed=probe.seed, low=low)
+
+
+def drawn_range(model: GPTModel, probe: Probe) -> tuple[int, int]:
+    """[low, high): the ids a probe without ``allowed`` draws from."""
+    vocab = model.cfg["vocab_size"]
+    return (0, vocab) if probe.whole_vocabulary else (min(256, vocab // 4), vocab - 1)
+
+
+def drawn_count(model: GPTModel, probe: Probe) -> int:
+    """How many distinct ids the probe draws from: a uniform guess among them costs ln of this."""
+    low, high = drawn_range(model, probe)
+    return len(probe.allowed) if probe.allowed else high - low
+
+
+def corpus_bytes(text: str, min_count: int = 100) -> tuple[int, ...]:
+    """The byte values that occur at least ``min_count`` times in ``text`` (UTF-8): what a byte model read often."""
+    counts = torch.bincount(torch.tensor(list(text.encode("utf-8")), dtype=torch.int64), minlength=256)  # (256,)
+    return tuple(int(i) for i in (counts >= min_count).nonzero().flatten())
 
 
 @torch.no_grad()
@@ -119,6 +142,7 @@ def probe_heads(model: GPTModel, tokenizer, probe: Probe = Probe()) -> HeadProbe
         first_copy_loss=float(loss[: period - 1].mean()),
         second_copy_loss=float(loss[period:].mean()),
         labels=tuple(tokenizer.labels(ids[0].tolist())),
+        drawn=drawn_count(model, probe),
     )
 
 
