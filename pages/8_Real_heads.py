@@ -75,6 +75,8 @@ def main() -> None:
     st.header("Induction on random tokens: a repeat gets easier")
     figure(view.induction, presenter)
     st.markdown(real_heads.induction_sentence(*view.copy_losses, view.drawn, real_models.probe_source(name)))
+    if name == "own":
+        show_phase_change(presenter)
     st.header("Open any head")
     show_open_any(view, name, text, linked)
     show_about(name)
@@ -303,6 +305,19 @@ def show_open_any(view, name: str, text: str, linked: tuple[int, int] | None = N
         "shows the head as W_QK (emb × emb) and W_OV, its OV circuit in token space with a copying score, and the "
         "layer's output as the sum over its heads."
     )
+
+
+def show_phase_change(presenter: bool) -> None:
+    """The shipped model's training curve, with the induction rows' fall marked (item 4 of issue 46)."""
+    panels, said = real_circuits.phase_change(presenter)
+    if not panels:
+        return
+    st.header("How it learned to copy: the phase change")
+    st.markdown(said)
+    figure(panels[0], presenter)
+    for column, panel in zip(st.columns(2), panels[1:], strict=False):
+        with column:
+            figure(panel, presenter)
 
 
 def show_about(name: str) -> None:

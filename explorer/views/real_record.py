@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from . import figures
+from .figures.panel import Panel
 from .figures.style import escape_label, escape_markdown
 
 
@@ -139,3 +141,119 @@ def about_lines(name: str, record: dict, facts) -> list[str]:
             "from byte counts alone): the difference is what context buys."
         )
     return lines + probe_lines(record)
+
+
+# --- the phase change (item 4): the training curve, and the saved checkpoints' scores -------------------------------
+
+
+def _curve(record: dict) -> tuple[list[int], list[float]]:
+    """(steps, losses) of the record's ``train_loss`` ({"10": 5.66, ...}), in step order; empty when absent."""
+    raw = record.get("train_loss") if isinstance(record.get("train_loss"), dict) else {}
+    pairs = sorted((int(k), float(v)) for k, v in raw.items() if str(k).isdigit() and isinstance(v, int | float))
+    return [s for s, _ in pairs], [v for _, v in pairs]
+
+
+def induction_fall(steps: list[int], losses: list[float], warmup: int) -> dict | None:
+    """Where the loss on the induction rows (the only rows before ``warmup``) falls: its plateau (the first five
+    logged losses' mean), its value at the warm-up's end, and the first logged steps below 90 %, 50 % and 10 % of the
+    way down; None when the curve does not fall."""
+    inside = [(s, v) for s, v in zip(steps, losses, strict=True) if s <= warmup]
+    if len(inside) < 6:
+        return None
+    plateau, end = sum(v for _, v in inside[:5]) / 5, inside[-1][1]
+    if plateau - end < 1.0:
+        return None
+
+    def below(share: float) -> int:
+        return next(s for s, v in inside if v < end + share * (plateau - end))
+
+    return {"plateau": plateau, "end": end, "end_step": inside[-1][0], "from": below(0.9), "half": below(0.5),
+            "to": below(0.1)}  # fmt: skip
+
+
+def _marked(fig, step: int, label: str):
+    """A dotted vertical line at ``step`` across the plot, labelled at its top."""
+    fig.add_shape(type="line", x0=step, x1=step, xref="x", yref="paper", y0=0, y1=1, line={"dash": "dot", "width": 2})
+    fig.add_annotation(x=step, y=1, xref="x", yref="paper", text=label, showarrow=False, xanchor="left", yanchor="top")
+    return fig
+
+
+def phase_change(record: dict, *, presenter: bool):
+    """(panels, sentence): the training curve with the induction rows' fall marked, and, when the record holds
+    saved checkpoints' measurements (``milestones``), the induction score and the copy loss against the step."""
+    steps, losses = _curve(record)
+    if not steps:
+        return [], ""
+    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
+    warmup = _count(recipe, "induction_warmup") or steps[-1]
+    fall = induction_fall(steps, losses, warmup)
+    fig = figures.line_chart(steps, {"training loss (each logged batch)": losses}, title="The training curve",
+                             x_title="step", y_title="loss (nats)", log_y=True, presenter=presenter)  # fmt: skip
+    if fall:
+        _marked(fig, fall["half"], f" half-way down, step {fall['half']}")
+    every = steps[1] - steps[0] if len(steps) > 1 else 1
+    caption = f"`train_loss` of the record · {len(steps)} batches, one logged every {every} steps · log scale"
+    panels = [Panel("training_curve", "The training curve", caption, fig)]
+    said = phase_sentence(fall, warmup)
+    points = [m for m in record.get("milestones", []) if isinstance(m, dict) and isinstance(m.get("step"), int)]
+    if points:
+        panels += milestone_panels(points, fall, presenter)
+        said += " " + milestone_sentence(points)
+    else:
+        said += " The record keeps no checkpoints' scores, so the induction score cannot be drawn against the step."
+    return panels, said
+
+
+def phase_sentence(fall: dict | None, warmup: int) -> str:
+    if fall is None:
+        return f"In its first {warmup:,} steps (induction rows only) the loss does not fall by a nat: no phase change."
+    return (
+        f"In the first {warmup:,} steps every row is an induction row (random bytes, a stretch repeated): the loss "
+        f"sits at **{fall['plateau']:.2f}** nats, then falls to **{fall['end']:.3f}** by step {fall['end_step']:,}, "
+        f"most of the way between steps **{fall['from']:,}** and **{fall['to']:,}** (from 90 % to 10 % of the way "
+        f"down), half-way at step {fall['half']:,} (marked): the phase change in which induction heads form "
+        "(Olsson et al. 2022)."
+    )
+
+
+MILESTONE_SERIES = {
+    "induction": {
+        "probe_induction": "best induction head, random probe",
+        "english_induction": "best induction head, held-out English typed twice",
+    },  # fmt: skip
+    "copy": {"english_first_copy_loss": "first copy", "english_copy_loss": "second copy (the copy)"},
+}
+
+
+def milestone_panels(points: list[dict], fall: dict | None, presenter: bool) -> list:
+    """The saved checkpoints' induction scores and the held-out copy's loss against the step."""
+    steps = [p["step"] for p in points]
+    panels = []
+    for key, names in MILESTONE_SERIES.items():
+        series = {label: [number(p, field) for p in points] for field, label in names.items()}
+        series = {label: ys for label, ys in series.items() if all(y is not None for y in ys)}
+        if not series:
+            continue
+        what = "score (mean weight)" if key == "induction" else "loss (nats per byte)"
+        fig = figures.line_chart(steps, series, title=f"At each saved checkpoint: {what.split(' (')[0]}",
+                                 x_title="step", y_title=what, presenter=presenter)  # fmt: skip
+        if fall:
+            _marked(fig, fall["half"], f" step {fall['half']}")
+        panels.append(Panel(f"milestones_{key}", what, f"the record's `milestones` · {len(steps)} checkpoints", fig))
+    return panels
+
+
+def milestone_sentence(points: list[dict]) -> str:
+    first, last = points[0], points[-1]
+    said = []
+    if number(first, "english_induction") is not None and number(last, "english_induction") is not None:
+        said.append(
+            "On held-out English typed twice the best induction head's score goes from "
+            f"{first['english_induction']:.2f} at step {first['step']:,} to {last['english_induction']:.2f} at step "
+            f"{last['step']:,}"
+        )
+    if number(first, "english_copy_loss") is not None and number(last, "english_copy_loss") is not None:
+        said.append(
+            f"the copy's loss from {first['english_copy_loss']:.2f} to {last['english_copy_loss']:.2f} nats per byte"
+        )
+    return ("; ".join(said) + ".") if said else ""

@@ -62,3 +62,31 @@ def test_the_recipe_says_what_each_phase_trained_on(record):
 
 def _facts():
     return type("Facts", (), dict(n_layers=2, n_heads=4, emb_dim=128, context_length=128, vocab_size=256))()
+
+
+def test_the_training_curve_is_the_records_and_marks_the_induction_rows_fall(record):
+    panels, said = real_record.phase_change(record, presenter=False)
+    figure = panels[0].figure.to_dict()
+    pairs = sorted((int(k), v) for k, v in record["train_loss"].items())
+    assert list(figure["data"][0]["x"]) == [s for s, _ in pairs]
+    assert list(figure["data"][0]["y"]) == pytest.approx([v for _, v in pairs])
+    warmup = record["recipe"]["induction_warmup"]
+    inside = [(s, v) for s, v in pairs if s <= warmup]
+    plateau, end = sum(v for _, v in inside[:5]) / 5, inside[-1][1]
+    half = min(s for s, v in inside if v < (plateau + end) / 2)  # by hand: the first logged step below half-way
+    assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [half]
+    assert f"sits at **{plateau:.2f}** nats, then falls to **{end:.3f}**" in said and f"half-way at step {half}" in said
+    assert "no checkpoints' scores" in said and len(panels) == 1
+
+
+def test_saved_checkpoints_are_drawn_against_the_step(record):
+    points = [
+        {"step": 100 * k, "probe_induction": 0.1 * k, "english_induction": 0.05 * k,
+         "english_first_copy_loss": 3.0, "english_copy_loss": 3.0 - 0.25 * k}
+        for k in range(1, 9)
+    ]  # fmt: skip
+    panels, said = real_record.phase_change(record | {"milestones": points}, presenter=True)
+    assert [p.key for p in panels] == ["training_curve", "milestones_induction", "milestones_copy"]
+    copy = {t["name"]: list(t["y"]) for t in panels[2].figure.to_dict()["data"]}
+    assert copy["second copy (the copy)"] == pytest.approx([p["english_copy_loss"] for p in points])
+    assert "from 0.05 at step 100 to 0.40 at step 800" in said and "from 2.75 to 1.00 nats per byte" in said

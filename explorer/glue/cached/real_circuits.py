@@ -11,7 +11,7 @@ import streamlit as st
 
 from explorer.glue.cached import real_models
 from explorer.glue.memory import admission
-from explorer.views import induction_circuit
+from explorer.views import induction_circuit, real_record
 from mha_core.gpt import attribution, composition, model_heads
 
 KNOCKOUT_MODES = ("zero", "mean")
@@ -168,3 +168,9 @@ def copying_view(name: str, layer: int, head: int, presenter: bool):
     """A head's OV circuit in token space and every head's copying score (models with a small vocabulary only)."""
     with _gate(name, "reading OV circuits"):
         return _copying_view(name, layer, head, presenter)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def phase_change(presenter: bool):
+    """(panels, sentence): the shipped model's training curve and checkpoints from its record, drawn once."""
+    return real_record.phase_change(real_models.shipped_record(), presenter=presenter)
