@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorer.glue.cached import real_models
-from explorer.glue.memory import admission
-from explorer.views import induction_circuit, real_record
+from explorer.glue.memory import admission, caches
+from explorer.views import character_view, induction_circuit, real_record
 from mha_core.gpt import attribution, composition, model_heads
 
 KNOCKOUT_MODES = ("zero", "mean")
@@ -113,7 +113,7 @@ def character_bytes(name: str) -> int:
     return 4 * floats * 2  # float32, and as much again for the transient copies (numpy, the traces)
 
 
-@st.cache_resource(max_entries=16, ttl=1800, show_spinner="Reading the sentence character by character…")
+@caches.byte_cached(max_bytes=24 * 2**20, max_entries=16, spinner="Reading the sentence character by character…")
 def _characters(name: str, text: str, heads: tuple[tuple[int, int], ...], mode: str, own: bool):
     model, tokenizer = real_models.model_and_tokenizer(name)
     return model_heads.read_characters(model, tokenizer, _ids(name, text), heads=heads, mode=mode, own=own)
@@ -124,6 +124,13 @@ def characters(name: str, text: str, heads=(), mode: str = "zero", own: bool = F
     or (``own``) writing on its own after the copy's first tokens; cached on those settings."""
     with admission.admit("reading character by character", need_bytes=max(LIGHT_BYTES, character_bytes(name))):
         return _characters(name, text, tuple(sorted(heads)), mode, own)
+
+
+@caches.byte_cached(max_bytes=8 * 2**20, max_entries=64)
+def position_view(name: str, text: str, heads, mode: str, own: bool, pos: int, layer: int, presenter: bool):
+    """One position's panels (``character_view.position_view``), drawn once per settings and shared."""
+    reading = characters(name, text, heads, mode, own)
+    return character_view.position_view(reading, pos, layer, own=own, presenter=presenter)
 
 
 def composition_fits(name: str) -> bool:

@@ -129,7 +129,9 @@ def show_characters(name: str, text: str, heads, mode: str, strongest: int, pres
         format_func=lambda i: f"{i} “{labels[i]}”",
         key="w_rh_pos",
     )
-    view = character_view.position_view(reading, int(pos), int(layer), own=own == "own", presenter=presenter)
+    view = real_circuits.position_view(
+        name, text, tuple(sorted(heads)), mode, own == "own", int(pos), int(layer), presenter
+    )
     figure(view.text, presenter)
     st.markdown(view.sentence)
     left, right = st.columns([2, 3])
