@@ -171,10 +171,11 @@ def induction_fall(steps: list[int], losses: list[float], warmup: int) -> dict |
             "to": below(0.1)}  # fmt: skip
 
 
-def _marked(fig, step: int, label: str):
-    """A dotted vertical line at ``step`` across the plot, labelled at its top."""
-    fig.add_shape(type="line", x0=step, x1=step, xref="x", yref="paper", y0=0, y1=1, line={"dash": "dot", "width": 2})
-    fig.add_annotation(x=step, y=1, xref="x", yref="paper", text=label, showarrow=False, xanchor="left", yanchor="top")
+def _marked(fig, step: int, label: str, *, at: float = 1.0, dash: str = "dot"):
+    """A vertical line at ``step`` across the plot, labelled at height ``at`` (a share of the plot)."""
+    fig.add_shape(type="line", x0=step, x1=step, xref="x", yref="paper", y0=0, y1=1, line={"dash": dash, "width": 2})
+    fig.add_annotation(x=step, y=at, xref="x", yref="paper", text=label, showarrow=False, xanchor="left",
+                       yanchor="top" if at > 0.5 else "bottom")  # fmt: skip
     return fig
 
 
@@ -191,6 +192,8 @@ def phase_change(record: dict, *, presenter: bool):
                              x_title="step", y_title="loss (nats)", log_y=True, presenter=presenter)  # fmt: skip
     if fall:
         _marked(fig, fall["half"], f" half-way down, step {fall['half']}")
+    if warmup < steps[-1]:
+        _marked(fig, warmup, f" step {warmup}: text from here on", at=0.02, dash="dash")
     every = steps[1] - steps[0] if len(steps) > 1 else 1
     caption = f"`train_loss` of the record · {len(steps)} batches, one logged every {every} steps · log scale"
     panels = [Panel("training_curve", "The training curve", caption, fig)]

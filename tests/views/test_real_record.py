@@ -74,7 +74,7 @@ def test_the_training_curve_is_the_records_and_marks_the_induction_rows_fall(rec
     inside = [(s, v) for s, v in pairs if s <= warmup]
     plateau, end = sum(v for _, v in inside[:5]) / 5, inside[-1][1]
     half = min(s for s, v in inside if v < (plateau + end) / 2)  # by hand: the first logged step below half-way
-    assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [half]
+    assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [half, warmup]  # the fall, then text begins
     assert f"sits at **{plateau:.2f}** nats, then falls to **{end:.3f}**" in said and f"half-way at step {half}" in said
     assert "no checkpoints' scores" in said and len(panels) == 1
 
