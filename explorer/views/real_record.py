@@ -29,7 +29,7 @@ def _count(recipe: dict, key: str) -> int:
 
 
 ROW_KINDS = {  # recipe field -> what its rows are (the training's, mha_core.gpt.data)
-    "text_repeat_rows": "windows of the documentation in which a stretch is written again later",
+    "text_repeat_rows": "documentation in which a stretch is written again later",
     "periodic_rows": "a stretch of the documentation written again and again",
     "doubled_rows": "sentences of the documentation each typed twice",
     "few_letter_rows": "random strings of a few common letters with a stretch repeated",
