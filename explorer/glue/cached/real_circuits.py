@@ -96,10 +96,12 @@ def copy_prompt(name: str, text: str) -> str:
     return f"{text} {tokenizer.decode(ids[: attribution.COPY_GIVEN])}"
 
 
+CHARACTERS_MAX_BYTES = 64 * 2**20  # the shipped model's reading is a few MB; GPT-2's 144 heads' outputs, 300 MB
+
+
 def characters_fit(name: str) -> bool:
-    """Character by character keeps every head's output at every position (L, h, T, E): the shipped model's size."""
-    facts = real_models.facts(name)
-    return facts is not None and facts.emb_dim <= COMPOSITION_MAX_EMB
+    """Character by character keeps every head's output at every position (L, h, T, E): a small model's size."""
+    return real_models.facts(name) is not None and character_bytes(name) <= CHARACTERS_MAX_BYTES
 
 
 def character_bytes(name: str) -> int:
