@@ -188,7 +188,13 @@ def position_view(reading: CharacterReading, pos: int, layer: int, *, own: bool,
         "Where each head looks",
         f"`attn_weights[{layer}, :, {pos}, :]` · shape (h, T) = ({overlay.shape[0]}, {n}) · under each token one strip "
         f"per head of layer {layer}, as opaque as the weight the position in the solid box puts on it; the dashed box "
-        "is the token it should predict. Click a head in the legend to hide it.",
+        "is the token it should predict. Click a head in the legend to hide it."
+        + (
+            f" Given the first {reading.given} tokens (grey), the model wrote the other {n - reading.given} on its "
+            "own, greedy, each tinted by whether it is the text's (orange with ✗: not)."
+            if own
+            else ""
+        ),
         text_figure(
             list(reading.labels),
             status,

@@ -143,5 +143,8 @@ def test_writing_on_its_own_reads_the_models_own_text(tiny):  # noqa: F811
     assert shown == [label if len(label) <= 3 else label[:2] + "…" for label in tokenizer.labels(fed)]
     pos = at.select_slider(key="w_rh_pos").value
     assert pos == given  # the first token it writes on its own
+    assert f"Given the first {given} tokens (grey), the model wrote the other {len(ids) - given} on its own" in texts(
+        at
+    )
     position_numbers(at, model, fed, pos, at.selectbox(key="w_rh_char_layer").value, true_ids=ids)
     assert at.query_params["reading"] in ("own", ["own"])
