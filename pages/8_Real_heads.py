@@ -15,10 +15,10 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
 from explorer.glue.cached import real_circuits, real_models
-from explorer.glue.frame import boundary, sidebar
+from explorer.glue.frame import boundary, sidebar, writing_sections
 from explorer.glue.state import settings as cfg
 from explorer.glue.state import url, user_text
-from explorer.views import induction_circuit, real_heads
+from explorer.views import head_kinds, induction_circuit, real_heads, real_record
 
 st.set_page_config(page_title="Real heads · Multi-Head Attention Explorer", page_icon="🧠", layout="wide")
 
@@ -46,7 +46,8 @@ def main() -> None:
         name = choose_model(settings)
         text = choose_text(name)
     if name is not None:
-        seed_knockout(name)  # before the notices: a bad ?ablate= is said with them
+        seed_knockout(name)  # before the notices: a bad ?ablate= or ?pos= is said with them
+        writing_sections.seed_from_link(name, text)
         linked = linked_head(name)
     url.show_notices()
     if name is None:
@@ -54,30 +55,32 @@ def main() -> None:
     view = real_models.page_view(name, text, presenter)
     st.header("Every head at once")
     if not presenter:
-        st.markdown(
-            "Each square is one head's attention weights on your sentence, every layer × head in one grid (the "
-            "layout of BertViz's model view): row i is the token that reads, column j a token it may read (only "
-            "earlier ones: the mask), brighter is more weight. A bright line just under the diagonal is a "
-            "previous-token head; on a repeated sentence, a line one period back is an induction head."
-        )
+        st.markdown(real_heads.MODEL_VIEW_TEXT)
     figure(view.model_view, presenter)
     st.header("What kind of head is each?")
     show_kinds(view, name, text, presenter)
     st.header("What comes next?")
     show_prediction(view, presenter)
-    show_continuation(name, text, presenter)
     st.header("Knock heads out")
-    ablation = show_knockout(view, name, text, presenter)
+    heads, mode, params = show_knockout(view, name, text, presenter)
+    st.header("The model writes")
+    writing_sections.show_writing(name, text, heads, mode, presenter)
+    if real_circuits.characters_fit(name):
+        st.header("Character by character")
+        strongest = view.strongest["induction"][0]
+        params |= writing_sections.show_characters(name, text, heads, mode, strongest, presenter)
     if real_circuits.composition_fits(name):
         st.header("The induction circuit")
         show_composition(name, presenter)
     st.header("Induction on random tokens: a repeat gets easier")
     figure(view.induction, presenter)
-    st.markdown(real_heads.induction_sentence(*view.copy_losses, view.vocab_size))
+    st.markdown(real_heads.induction_sentence(*view.copy_losses, view.drawn, real_models.probe_source(name)))
+    if name == "own":
+        show_phase_change(presenter)
     st.header("Open any head")
     show_open_any(view, name, text, linked)
     show_about(name)
-    url.sync_url(st.session_state.settings, **ablation)
+    url.sync_url(st.session_state.settings, **params)
 
 
 def first_visit(settings):
@@ -217,92 +220,44 @@ def head_link(target: str, name: str, text: str, layer: int, head: int, label: s
 def show_kinds(view, name: str, text: str, presenter: bool) -> None:
     """The scores on the sentence and on the random probe, the strongest head of each kind named (or said to be no
     such head), and links to each."""
-    left, right = st.columns(2)
-    with left:
-        if view.text_scores is None:
-            st.caption("Your sentence is one token: no query has an earlier token to read, so nothing to score.")
-        else:
-            figure(view.text_scores, presenter)
-    with right:
-        figure(view.scores, presenter)
+    if view.text_scores is None:  # one under the other, each the page's width: at 1280 px cells of 44 px
+        st.caption("Your sentence is one token: no query has an earlier token to read, so nothing to score.")
+    else:
+        figure(view.text_scores, presenter)
+    figure(view.scores, presenter)
     columns = st.columns(len(view.strongest))
     for column, (kind, (layer, head, score)) in zip(columns, view.strongest.items(), strict=True):
         with column:
-            if view.is_kind[kind]:
-                st.markdown(f"**{kind.capitalize()} head: L{layer} H{head}** (score {score:.2f})")
-            else:
-                st.markdown(f"**No {kind} head** (the best, L{layer} H{head}, scores {score:.2f})")
             even = view.baselines[kind]
-            st.caption(
-                f"{'An' if kind[0] in 'aeiou' else 'A'} {kind} head {real_heads.KIND_TEXT[kind]} On random tokens "
-                f"repeated an even spread scores {even:.2f}; a head counts when it scores at least 0.3 and 3× that."
-            )
+            st.markdown(head_kinds.kind_headline(kind, layer, head, score, even))
+            an = "An" if kind[0] in "aeiou" else "A"
+            st.caption(f"{an} {kind} head {real_heads.KIND_TEXT[kind]} {head_kinds.bar_text(even)}")
             for target in ("explorer", "follow"):
                 head_link(target, name, text, layer, head, f"L{layer} H{head} in {TARGETS[target][2]}")
 
 
-def show_continuation(name: str, text: str, presenter: bool) -> None:
-    """ "Continue my sentence": the model writes, greedy or sampled (the book's chapter 5 ``generate``)."""
-    state = st.session_state
-    # On a 720p stage presenter mode's type is too large for the button in a fifth column ("Continue my sentence"
-    # was cut, 245 px in 203): there it goes under the inputs.
-    columns = st.columns([2, 2, 2, 2] if presenter else [2, 2, 2, 2, 3])
-    new_tokens = columns[0].number_input("tokens to write", 1, real_circuits.MAX_NEW_TOKENS, 40, key="w_rh_write")
-    temperature, problem = real_circuits.fit_temperature(
-        columns[1].number_input(
-            "temperature",
-            0.0,
-            real_circuits.MAX_TEMPERATURE,
-            0.0,
-            0.1,
-            key="w_rh_temperature",
-            help=f"0: always the likeliest (greedy); else at least {real_circuits.MIN_TEMPERATURE}",
-        )
-    )
-    top_k = columns[2].number_input("top-k", 0, real_circuits.MAX_TOP_K, 0, key="w_rh_top_k", help="0: every token")
-    seed = columns[3].number_input("seed", 0, cfg.MAX_SEED, 0, key="w_rh_sample_seed")
-    with st.container() if presenter else columns[4]:
-        st.button("Continue my sentence", key="w_rh_continue", icon=":material/edit_note:", type="primary")
-    if problem:
-        st.warning(problem, icon=":material/warning:")
-    if state.get("w_rh_continue") or state.get("_rh_written"):
-        state["_rh_written"] = True
-        written = real_circuits.continuation(name, text, int(new_tokens), float(temperature), int(top_k), int(seed))
-        how = "greedy" if temperature == 0 else f"sampled at temperature {temperature:g}, top-k {top_k or 'all'}"
-        st.markdown(f"**The model writes** ({int(new_tokens)} tokens, {how}):")
-        st.markdown(user_text.quote(text, limit=400) + " ⟶ " + user_text.quote(written, limit=400))
-        if not presenter:
-            st.caption(
-                "The book's chapter 5 loop: predict the next token, append it, read again, one token at a time. "
-                "On a repeated sentence the induction heads make it complete the copy."
-            )
-
-
-def show_knockout(view, name: str, text: str, presenter: bool) -> dict[str, str]:
+def show_knockout(view, name: str, text: str, presenter: bool):
     """Choose heads to knock out (``?ablate=0.1,1.3``), zeroed or mean-ablated; the loss before and after. Returns
-    the page's own URL parameters."""
+    the heads, the mode and the page's own URL parameters."""
     labels = head_labels(*view.strongest_shape)
     left, right = st.columns([3, 2])
     picked = left.multiselect("heads to knock out", list(labels), key="w_rh_ablate")
     mode = right.radio("how", real_circuits.KNOCKOUT_MODES, key="w_rh_ablation", horizontal=True,
                        format_func={"zero": "set to zero", "mean": "set to its mean"}.get)  # fmt: skip
     if not presenter:
-        st.markdown(real_heads.knockout_record_lines(real_models.shipped_record()) if name == "own" else "")
+        st.markdown(real_record.knockout_record_lines(real_models.shipped_record()) if name == "own" else "")
     heads = tuple(labels[label] for label in picked)
     reading = real_circuits.knockout(name, text, heads, mode)
     knocked = induction_circuit.knockout_view(reading, list(real_circuits.repeat_rows(name, text)), presenter=presenter)
     st.markdown(knocked.sentence)
     figure(knocked.loss, presenter)
     if knocked.scores is not None:
-        left, right = st.columns([2, 3])
-        with left:
-            st.markdown("**What comes next, without them:**")
-            boundary.show_table(knocked.top_rows, presenter=presenter, key="rh_knocked_top5",
-                                formats={"probability": "%.3f"})  # fmt: skip
-        with right:
-            figure(knocked.scores, presenter)
+        st.markdown("**What comes next, without them:**")
+        boundary.show_table(knocked.top_rows, presenter=presenter, key="rh_knocked_top5",
+                            formats={"probability": "%.3f"})  # fmt: skip
+        figure(knocked.scores, presenter)  # the page's width, as the scores above
     ablate = ",".join(f"{layer}.{head}" for layer, head in heads)
-    return {"ablate": ablate, "ablation": mode} if heads else {}
+    return heads, mode, ({"ablate": ablate, "ablation": mode} if heads else {})
 
 
 def head_labels(num_layers: int, num_heads: int) -> dict[str, tuple[int, int]]:
@@ -352,9 +307,22 @@ def show_open_any(view, name: str, text: str, linked: tuple[int, int] | None = N
     )
 
 
+def show_phase_change(presenter: bool) -> None:
+    """The shipped model's training curve, with the induction rows' fall marked (item 4 of issue 46)."""
+    panels, said = real_circuits.phase_change(presenter)
+    if not panels:
+        return
+    st.header("How it learned to copy: the phase change")
+    st.markdown(said)
+    figure(panels[0], presenter)
+    for column, panel in zip(st.columns(2), panels[1:], strict=False):
+        with column:
+            figure(panel, presenter)
+
+
 def show_about(name: str) -> None:
     st.header("What is this model?")
-    for line in real_heads.about_lines(name, real_models.shipped_record(), real_models.facts(name)):
+    for line in real_record.about_lines(name, real_models.shipped_record(), real_models.facts(name)):
         st.markdown(line)
 
 

@@ -32,6 +32,29 @@ def note(text: str, x: float, y: float, anchor: str) -> dict:
     }
 
 
+READABLE_CELL_PX = 34  # a cell this wide holds its value printed ("0.76") at the page's type size
+
+
+def score_grid(names: list[str], shape: tuple[int, int], presenter: bool) -> dict:
+    """Where each of ``names``' (rows, cols) panels goes: side by side when their cells can print their values and
+    their titles fit over them, else one under another (GPT-2's 12 heads, or more kinds); sizes in px."""
+    (num_rows, num_cols), count, font = shape, len(names), font_size(presenter)
+    title_px = 0.62 * font * max(len(name) for name in names)
+    cell = min(44.0, (MODEL_VIEW_PX - 200) / (count * num_cols + 2))
+    side = cell >= READABLE_CELL_PX and cell * num_cols >= title_px
+    if not side:
+        cell = min(44.0, (MODEL_VIEW_PX - 220) / (num_cols + 2))
+    panel_w, panel_h, gap = cell * num_cols, cell * num_rows, font * (1.2 if side else 4.2)
+    width = (count * (panel_w + cell * 1.2) if side else panel_w) + 140
+    plot_px = panel_h if side else count * panel_h + (count - 1) * gap
+    boxes = []
+    for k in range(count):
+        x0 = (80 + (k * (panel_w + cell * 1.2) if side else 0)) / width
+        y1 = 1.0 if side else 1 - k * (panel_h + gap) / plot_px
+        boxes.append(([x0, x0 + panel_w / width], [max(0.0, y1 - panel_h / plot_px), y1]))
+    return {"cell": cell, "side": side, "boxes": boxes, "plot_px": max(plot_px, 150)}
+
+
 def scores_figure(
     scores: dict[str, np.ndarray],
     *,
@@ -42,23 +65,23 @@ def scores_figure(
     x_title: str = "head",
     cmax: float = 1.0,
 ):
-    """Each named (rows, cols) score matrix as a heatmap, side by side on one 0–``cmax`` scale; row 0 on top, values
-    printed when the cells have room, NaN (a score with no queries to read) left blank. Rows and columns are named
-    "L0" and "H1" (layer, head): "0.1" would read as a decimal."""
+    """Each named (rows, cols) score matrix as a heatmap on one 0–``cmax`` scale, side by side or one under another
+    (``score_grid``); row 0 on top, values printed, NaN (a score with no queries to read) left blank. Rows and
+    columns are named "L0" and "H1" (layer, head): "0.1" would read as a decimal."""
     names = list(scores)
-    num_rows, num_cols = np.asarray(scores[names[0]]).shape
-    cell = min(44.0, (MODEL_VIEW_PX - 200) / (len(names) * num_cols + 2))
-    panel_w, gap = cell * num_cols, cell * 1.2
-    width, plot_px = len(names) * (panel_w + gap) + 140, cell * num_rows
+    shape = np.asarray(scores[names[0]]).shape
+    plan = score_grid(names, shape, presenter)
     data, layout, notes = [], {}, []
-    for k, name in enumerate(names):
+    for k, (name, (xs, ys)) in enumerate(zip(names, plan["boxes"], strict=True)):
         suffix = "" if k == 0 else str(k + 1)
-        x0 = (80 + k * (panel_w + gap)) / width
         z = np.asarray(scores[name], dtype=np.float32)  # (rows, cols)
-        data.append(_score_trace(z, name, suffix, k, show_text=cell >= 34, names=(row_name, col_name)))
-        layout |= _grid_axes(suffix, [x0, x0 + panel_w / width], (num_rows, num_cols), (row_name, col_name), x_title)
-        layout[f"yaxis{suffix}"]["showticklabels"] = k == 0
-        notes.append(note(f"{name}", x0 + panel_w / width / 2, 1, "center"))
+        show_text = plan["cell"] >= READABLE_CELL_PX
+        data.append(_score_trace(z, name, suffix, k, show_text=show_text, names=(row_name, col_name)))
+        last = plan["side"] or k == len(names) - 1
+        layout |= _grid_axes(suffix, xs, shape, (row_name, col_name), x_title if last else "")
+        layout[f"yaxis{suffix}"]["domain"] = ys
+        layout[f"yaxis{suffix}"]["showticklabels"] = k == 0 or not plan["side"]
+        notes.append(note(f"{name}", (xs[0] + xs[1]) / 2, ys[1], "center"))
     layout |= {
         "annotations": notes,
         "coloraxis": {
@@ -72,7 +95,7 @@ def scores_figure(
         {"data": data, "layout": layout},
         title,
         presenter,
-        plot_px=round(max(plot_px, 150)),
+        plot_px=round(plan["plot_px"]),
         above_plot_px=font_size(presenter, 1.6),
         below_px=font_size(presenter, 3),
     )
@@ -88,7 +111,7 @@ def _grid_axes(suffix: str, domain: list[float], shape: tuple[int, int], names: 
             "tickmode": "array",
             "tickvals": list(range(num_cols)),
             "ticktext": [col_name.format(h) for h in range(num_cols)],
-            "title": {"text": x_title},
+            "title": {"text": x_title},  # "" on a panel with another under it
             "constrain": "domain",
         },
         f"yaxis{suffix}": {
@@ -134,9 +157,43 @@ def probe_baselines(period: int) -> dict[str, float]:
     return {"previous token": later, "first token": later, "induction": even_spread(np.arange(period, 2 * period))}
 
 
+KIND_BAR, KIND_TIMES = 0.3, 3  # a head counts when it scores at least 0.3 and 3× what an even spread scores
+
+
+def kind_bar(baseline: float) -> float:
+    return max(KIND_BAR, KIND_TIMES * baseline)
+
+
 def is_kind(score: float, baseline: float) -> bool:
     """A head counts as a kind when its score is at least 0.3 and three times what an even spread scores."""
-    return bool(score >= max(0.3, 3 * baseline))
+    return bool(score >= kind_bar(baseline))
+
+
+def printed_against(value: float, bar: float) -> str:
+    """``value`` with two decimals, or as many more as it takes for the printed number to fall on the same side of
+    ``bar`` as the value itself (0.2998 against 0.3 prints "0.2998", never "0.30")."""
+    for digits in range(2, 9):
+        text = f"{value:.{digits}f}"
+        if (float(text) >= bar) == (value >= bar):
+            return text
+    return repr(value)
+
+
+def kind_headline(kind: str, layer: int, head: int, score: float, baseline: float) -> str:
+    """The strongest head of a kind, or that there is none, with its score printed against the bar."""
+    bar = kind_bar(baseline)
+    shown = printed_against(score, bar)
+    if is_kind(score, baseline):
+        return f"**{kind.capitalize()} head: L{layer} H{head}** (score {shown}, at least {bar:.2f})"
+    return f"**No {kind} head** (the best, L{layer} H{head}, scores {shown}, under {bar:.2f})"
+
+
+def bar_text(baseline: float) -> str:
+    """How the bar is set, with its value here."""
+    return (
+        f"On random tokens repeated an even spread scores {printed_against(baseline, baseline)}; a head counts when "
+        f"it scores at least {KIND_BAR} and {KIND_TIMES}× that: here at least {kind_bar(baseline):.2f}."
+    )
 
 
 def baseline_text(baselines: dict[str, float]) -> str:

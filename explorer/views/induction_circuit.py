@@ -127,20 +127,50 @@ def composition_view(
         + f" · the colour scale tops at the largest score, {top:.2f}. {CONVENTION}",
         figure,
     )
+    return CompositionView(panel=panel, pair=composition_sentence(scores, random, strongest))
+
+
+STANDS_OUT = 0.05  # a pair's K-composition singles it out when it beats every other pair's by this much
+
+
+def composition_sentence(scores: dict[str, np.ndarray], random: dict[str, float], strongest) -> str:
+    """What the composition scores show and what they cannot, after the knock-out (the causal test): the pair's
+    K-composition against every pair's range and random heads', and the Q and V ranges against theirs."""
     prev_layer, prev_head, _ = strongest["previous token"]
     ind_layer, ind_head, _ = strongest["induction"]
+    lead = (
+        "The knock-out above is the test of the circuit: it silences heads and measures what the model loses. "
+        "Composition only reads the weights, and says whether a layer-1 head could read what a layer-0 head writes. "
+    )
+    ranges = {kind: (float(np.nanmin(v)), float(np.nanmax(v))) for kind, v in scores.items()}
+    pairs = next(iter(scores.values())).size
+    spread = "; ".join(
+        f"{kind}-composition {low:.2f}–{high:.2f} (random heads {random[kind]:.2f})"
+        for kind, (low, high) in ranges.items()
+    )
+    said = lead + f"Over all {pairs} pairs: {spread}. "
     if (prev_layer, ind_layer) != (0, 1):
-        pair = "The strongest previous-token head is not in layer 0, or the strongest induction head not in layer 1."
-    else:
-        k = float(scores["K"][ind_head, prev_head])
-        rank = int((scores["K"][ind_head] > k).sum()) + 1  # 1: the largest in its row
-        pair = (
-            f"The induction head **L1 H{ind_head}** reads the previous-token head **L0 H{prev_head}** through its "
-            f"keys with K-composition **{k:.2f}** (random heads: {random['K']:.2f}), the "
-            f"{'largest' if rank == 1 else f'number {rank}'} of its row: each key carries the token before it, so "
-            "the query finds the token that followed an earlier copy of itself."
+        return (
+            said
+            + "The strongest previous-token head is not in layer 0, or the strongest induction head not in layer 1."
         )
-    return CompositionView(panel=panel, pair=pair)
+    k = float(scores["K"][ind_head, prev_head])
+    others = np.delete(scores["K"].reshape(-1), ind_head * scores["K"].shape[1] + prev_head)
+    said += (
+        f"The induction head **L1 H{ind_head}** reads the previous-token head **L0 H{prev_head}** with K-composition "
+        f"**{k:.2f}**: "
+    )
+    if others.size and k >= float(np.nanmax(others)) + STANDS_OUT and k > 2 * random["K"]:
+        return said + (
+            f"the largest of all pairs by more than {STANDS_OUT}, the circuit's signature (each key carries the token "
+            "before it, so the query finds the token that followed an earlier copy)."
+        )
+    below = [kind for kind in ("Q", "V") if kind in ranges and ranges[kind][1] < random[kind]]
+    return said + (
+        f"another pair scores as much, or within {STANDS_OUT}, so the score does not single this pair out: a large "
+        "K-composition is what the circuit needs, not proof of it."
+        + (f" {' and '.join(below)}-composition stay below random heads' for every pair." if below else "")
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,6 +33,14 @@ KIND_TEXT = {  # what each kind of head does, in a sentence a student can say ba
 TOKEN_KEY = "· is a space and ⏎ a new line (so neither is mistaken for punctuation); other bytes outside plain ASCII "
 TOKEN_KEY += "show as their hex code, like xe2."
 MAX_THUMB_PX = 170
+MODEL_VIEW_TEXT = (  # the offsets are head_scores' (previous token: key i − 1; induction: key i − P + 1)
+    "Each square is one head's attention weights on your sentence, every layer × head in one grid (the layout of "
+    "BertViz's model view): row i is the token that reads, column j a token it may read (itself and the earlier "
+    "ones: the causal mask), brighter is more weight. A bright line just under the diagonal (key i − 1) is a "
+    "previous-token head. On a sentence typed twice, P tokens apart (its length and the space), a line P back from "
+    "the diagonal (key i − P, the same token in the first copy) is a duplicate-token head, and the line one step to "
+    "its right (key i − P + 1, the token that followed the earlier copy: the one to predict) is an induction head."
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +57,7 @@ class RealHeadsView:
     baselines: dict[str, float]  # kind -> the even-spread score on the probe
     top5_rows: list[dict]  # token, probability
     copy_losses: tuple[float, float]  # mean loss on the first and on the second copy
+    drawn: int  # values the probe's random tokens were drawn from
     strongest_shape: tuple[int, int]  # (L, h)
     sentence: str  # the tokens drawn, decoded back to text
     vocab_size: int
@@ -135,20 +144,27 @@ def _thumb_trace(z: np.ndarray, names: list[str], layer: int, head: int, k: int)
     }
 
 
-def induction_sentence(first: float, second: float, vocab_size: int) -> str:
-    """What the two copies' mean losses say, in words that stay true whatever the model learned."""
-    chance = math.log(vocab_size)
-    worse = first > chance + 0.2
+def induction_sentence(first: float, second: float, drawn: int, source: str = "") -> str:
+    """What the two copies' mean losses say, in words that stay true whatever the model learned; ``drawn`` is how
+    many values the random tokens were drawn from (a uniform guess among them costs ln drawn), ``source`` which."""
+    chance = math.log(drawn)
     said = (
-        f"Mean loss **{first:.2f}** nats on the first copy, **{second:.2f}** on the second (a uniform guess costs "
-        f"ln V = {chance:.2f}). Random tokens cannot be guessed, so on the first copy no model does better than "
-        f"that{' (this one is worse: confidently wrong)' if worse else ''}. "
+        f"Mean loss **{first:.2f}** nats on the first copy, **{second:.2f}** on the second. The random tokens are "
+        f"drawn from {drawn:,} values{f' ({source})' if source else ''}: a uniform guess among them costs "
+        f"ln {drawn:,} = {chance:.2f}. "
     )
+    if first > chance + 0.2:
+        said += (
+            f"On the first copy the model does worse than that, by {first - chance:.2f}: it guesses as if the "
+            "tokens were the text it learned from, and random ones are not (confidently wrong). "
+        )
+    else:
+        said += "Random tokens cannot be guessed, so on the first copy no model does much better than that. "
     if second < min(first, chance) - 0.5:
         return said + (
-            f"On the second copy the loss falls to {second:.2f}, {min(first, chance) - second:.2f} nats below "
-            f"{'a uniform guess' if worse else 'the first copy'}: the model finds each token's earlier occurrence "
-            "and predicts what followed it, which is what induction heads do."
+            f"On the second copy the loss falls to {second:.2f}, {first - second:.2f} nats below the first copy "
+            f"and {chance - second:.2f} below a uniform guess: the model finds each token's earlier occurrence and "
+            "predicts what followed it, which is what induction heads do."
         )
     return said + "On the second copy it does not fall much: this model has not learned to copy a repeat yet."
 
@@ -164,20 +180,20 @@ def top5_figure(reading: TextReading, *, presenter: bool = False):
     )
 
 
-def induction_figure(probe: HeadProbe, vocab_size: int, *, presenter: bool = False):
+def induction_figure(probe: HeadProbe, *, presenter: bool = False):
     """The loss at each position of the probe: the first copy at chance, the second falling if heads copy."""
     period, positions = probe.period, list(range(len(probe.loss)))
     loss = [float(v) for v in probe.loss]
     first = [v if t < period else None for t, v in zip(positions, loss, strict=True)]
     second = [v if t >= period - 1 else None for t, v in zip(positions, loss, strict=True)]
-    chance = [math.log(vocab_size)] * len(positions)
+    chance = [math.log(probe.drawn)] * len(positions)
     return figures.line_chart(
         positions,
-        {"first copy": first, "second copy": second, "a uniform guess, ln V": chance},
+        {"first copy": first, "second copy": second, f"a uniform guess, ln {probe.drawn}": chance},
         title=f"Loss on {period} random tokens, then the same {period} again",
         x_title="position t (predicting token t + 1)",
         y_title="loss (nats)",
-        references=["a uniform guess, ln V"],
+        references=[f"a uniform guess, ln {probe.drawn}"],
         presenter=presenter,
     )
 
@@ -218,8 +234,9 @@ def build_view(
         "induction",
         "Induction: copying what came next last time",
         f"cross-entropy per position · shape (2P − 1,) = ({len(probe.loss)},) · mean {probe.first_copy_loss:.2f} "
-        f"nats on the first copy, {probe.second_copy_loss:.2f} on the second (ln V = {math.log(vocab_size):.2f}).",
-        induction_figure(probe, vocab_size, presenter=presenter),
+        f"nats on the first copy, {probe.second_copy_loss:.2f} on the second (a uniform guess among the "
+        f"{probe.drawn:,} values drawn: ln {probe.drawn:,} = {math.log(probe.drawn):.2f}).",
+        induction_figure(probe, presenter=presenter),
     )
     rows = [{"token": lab, "probability": p} for lab, p in zip(reading.top_labels, reading.top_probs, strict=True)]
     return RealHeadsView(
@@ -233,95 +250,8 @@ def build_view(
         baselines=baselines,
         top5_rows=rows,
         copy_losses=(probe.first_copy_loss, probe.second_copy_loss),
+        drawn=probe.drawn,
         strongest_shape=(num_layers, num_heads),
         sentence=reading.text,
         vocab_size=vocab_size,
     )
-
-
-def _number(record: dict, *names: str) -> float | None:
-    """The first of ``names`` that the record holds as a number (the record's keys are the training branch's)."""
-    for key in names:
-        value = record.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-    return None
-
-
-def about_lines(name: str, record: dict, facts) -> list[str]:
-    """Plain sentences on the model: its shape, and for the shipped one its recipe, held-out loss and probe."""
-    shape = (
-        f"{facts.n_layers} layers × {facts.n_heads} heads, emb_dim {facts.emb_dim}, reading up to "
-        f"{facts.context_length} tokens from a vocabulary of {facts.vocab_size:,}"
-    )
-    if name == "gpt2":
-        return [
-            f"**GPT-2** (OpenAI, 2019; 124M parameters): {shape}. Its weights are loaded into the book's "
-            "`GPTModel`, so every head is the project's own `MultiHeadAttention`."
-        ]
-    lines = [
-        f"**Our own GPT**: the book's `GPTModel` (chapter 4), {shape}, trained here on Python's documentation, one "
-        "token per byte (a character, for English). Every block's attention is the project's own "
-        "`MultiHeadAttention`: the module the Explorer traces."
-    ]
-    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
-    corpus, tokens = record.get("corpus"), record.get("tokens")
-    if isinstance(recipe.get("steps"), int) and isinstance(recipe.get("induction_warmup"), int):
-        seen = f" on {tokens['train']:,} bytes" if isinstance(tokens, dict) and "train" in tokens else ""
-        where = escape_label(corpus) if corpus else "Python's documentation"
-        lines.append(
-            f"Recipe: {escape_label(recipe['steps'])} AdamW steps{seen} ({where}). The first "
-            f"{escape_label(recipe['induction_warmup'])} on random bytes ending with a stretch repeated (the Trained "
-            "heads page's induction task), where copying pays at once; then text windows beside rows that repeat "
-            "English (a stretch written again later, or again and again) and rows of a few letters repeated, where "
-            "only a match on several earlier characters finds the copy."
-        )
-    held_out = _number(record, "heldout_loss")
-    unigram = _number(record, "unigram_heldout_loss")
-    scored = record.get("heldout_tokens_scored")
-    if held_out is not None and unigram is not None and isinstance(scored, int):
-        lines.append(
-            f"Held-out loss **{held_out:.2f}** nats per byte on all {scored:,} held-out bytes, against "
-            f"**{unigram:.2f}** for a unigram model on the same bytes (the same guess at every position, from byte "
-            "counts alone): the difference is what context buys."
-        )
-    lines += probe_lines(record)
-    return lines
-
-
-def _number(record: dict, key: str) -> float | None:
-    value = record.get(key)
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
-
-
-def probe_lines(record: dict) -> list[str]:
-    """The developers' repeated-English probe: sentences the model never saw, each typed twice."""
-    probe = record.get("english_probe")
-    if not isinstance(probe, dict) or not isinstance(probe.get("sentences"), int):
-        return []
-    return [
-        f"On {probe['sentences']} English sentences it never saw, each typed twice: the best induction head puts "
-        f"**{probe['best_induction']:.2f}** of its weight on the token after the earlier copy; the loss falls from "
-        f"**{probe['first_copy_loss']:.2f}** nats per byte on the first copy to **{probe['second_copy_loss']:.2f}** "
-        f"on the second, where the greedy guess is right **{probe['second_copy_accuracy']:.0%}** of the time. "
-        f"Its best previous-token head scores {probe['best_previous_token_on_text']:.2f} on plain held-out text."
-    ]
-
-
-def knockout_record_lines(record: dict) -> str:
-    """What knocking out the previous-token and the induction heads did on the probe, from the record."""
-    probe = record.get("english_probe")
-    if not isinstance(probe, dict) or not probe.get("knockouts"):
-        return ""
-    said = [
-        f"Measured on {probe['sentences']} repeated English sentences: with every head, the second copy costs "
-        f"{probe['second_copy_loss']:.2f} nats per byte ({probe['second_copy_accuracy']:.0%} guessed)."
-    ]
-    for row in probe["knockouts"]:
-        heads = ", ".join(f"L{layer} H{head}" for layer, head in row["heads"])
-        how = "zeroed" if row["mode"] == "zero" else "mean-ablated"
-        said.append(
-            f"The {escape_label(row['kind'])} ({heads}) {how}: **{row['second_copy_loss']:.2f}** "
-            f"({row['second_copy_accuracy']:.0%})."
-        )
-    return " ".join(said)

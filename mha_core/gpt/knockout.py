@@ -28,7 +28,8 @@ class KnockedOut:
     """One forward pass with heads knocked out."""
 
     logits: torch.Tensor  # (b, T, V)
-    weights: torch.Tensor  # (L, b, h, T, T) every layer's softmax weights on its (changed) input
+    weights: torch.Tensor | None  # (L, b, h, T, T) every layer's softmax weights on its (changed) input; None when
+    # not asked for (writing needs only the logits)
 
 
 def check_heads(model: GPTModel, heads: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:
@@ -43,7 +44,12 @@ def check_heads(model: GPTModel, heads: Iterable[tuple[int, int]]) -> frozenset[
 
 @torch.no_grad()
 def forward_knocked_out(
-    model: GPTModel, ids: torch.Tensor, heads: Iterable[tuple[int, int]] = (), mode: str = "zero"
+    model: GPTModel,
+    ids: torch.Tensor,
+    heads: Iterable[tuple[int, int]] = (),
+    mode: str = "zero",
+    *,
+    keep_weights: bool = True,
 ) -> KnockedOut:
     """Logits and attention weights of ``model`` on ``ids`` (b, T) with ``heads`` ((layer, head) pairs) silenced."""
     if mode not in MODES:
@@ -55,19 +61,26 @@ def forward_knocked_out(
     for layer, block in enumerate(model.blocks()):
         trace = trace_forward(block.att, block.norm1(x))
         context = trace.steps["context"]  # (b, T, h·d) heads concatenated
-        silenced = [head for (lay, head) in chosen if lay == layer]
-        if silenced:
-            b, t, width = context.shape
-            per_head = context.reshape(b, t, block.att.num_heads, width // block.att.num_heads).clone()  # (b, T, h, d)
-            for head in silenced:
-                kept = per_head[:, :, head].mean(dim=1, keepdim=True) if mode == "mean" else 0.0  # (b, 1, d)
-                per_head[:, :, head] = kept
-            context = per_head.reshape(b, t, width)  # (b, T, h, d) -> (b, T, h·d)
+        context = silence(context, [head for (lay, head) in chosen if lay == layer], block.att.num_heads, mode)
         x = x + block.drop_shortcut(block.att.out_proj(context))  # (b, T, E)
         x = x + block.drop_shortcut(block.ff(block.norm2(x)))  # (b, T, E)
-        weights.append(trace.steps["attn_weights"])  # (b, h, T, T)
+        if keep_weights:
+            weights.append(trace.steps["attn_weights"])  # (b, h, T, T)
         del block, trace
-    return KnockedOut(logits=model.head(x), weights=torch.stack(weights))  # (b, T, V), (L, b, h, T, T)
+    stacked = torch.stack(weights) if keep_weights else None  # (L, b, h, T, T)
+    return KnockedOut(logits=model.head(x), weights=stacked)  # (b, T, V)
+
+
+def silence(context: torch.Tensor, heads: list[int], num_heads: int, mode: str) -> torch.Tensor:
+    """(b, T, h·d) heads concatenated -> the same with ``heads``' slices zeroed or set to their mean over T (a copy;
+    ``context`` itself when no head is silenced)."""
+    if not heads:
+        return context
+    b, t, width = context.shape
+    per_head = context.reshape(b, t, num_heads, width // num_heads).clone()  # (b, T, h, d)
+    for head in heads:
+        per_head[:, :, head] = per_head[:, :, head].mean(dim=1, keepdim=True) if mode == "mean" else 0.0  # (b, 1, d)
+    return per_head.reshape(b, t, width)  # (b, T, h, d) -> (b, T, h·d)
 
 
 # ASCII digits only: ``str.isdigit`` also takes ``²`` and ``١`` (which int() then refuses, or reads as 1).

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core.gpt import generation, head_scores, knockout
+from mha_core.gpt import attribution, generation, head_scores, knockout
 from mha_core.gpt.model import GPTModel
 
 TOP_K = 5
@@ -51,6 +51,7 @@ class HeadProbe:
     first_copy_loss: float  # mean over positions 0..P-2 (predicting the rest of the first copy)
     second_copy_loss: float  # mean over positions P..2P-2 (predicting the second copy after its first token)
     labels: tuple[str, ...]  # (2P,) the first probe sequence's tokens
+    drawn: int  # distinct ids the probe draws from: a uniform guess among them costs ln(drawn)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -87,15 +88,37 @@ class Probe:
     batch_size: int = PROBE_BATCH
     seed: int = PROBE_SEED
     whole_vocabulary: bool = False  # draw from every id (the training's probe), else past the bytes and before EOT
+    allowed: tuple[int, ...] = ()  # when given, draw from these ids only (the bytes a model was trained on)
 
 
 def probe_tokens(model: GPTModel, probe: Probe = Probe()) -> torch.Tensor:
     """(b, 2P) seeded random ids repeated twice; by default past the single bytes (whole words or word pieces) and
     never the vocabulary's last id (GPT-2's end-of-text)."""
-    vocab = model.cfg["vocab_size"]
     period = max(2, min(probe.period, model.cfg["context_length"] // 2))
-    high, low = (vocab, 0) if probe.whole_vocabulary else (vocab - 1, min(256, vocab // 4))
+    if probe.allowed:
+        table = torch.tensor(probe.allowed, dtype=torch.int64)  # (n,)
+        picks = head_scores.repeated_random_tokens(len(table), period, batch_size=probe.batch_size, seed=probe.seed)
+        return table[picks]  # (b, 2P) the allowed ids, repeated as the picks are
+    low, high = drawn_range(model, probe)
     return head_scores.repeated_random_tokens(high, period, batch_size=probe.batch_size, seed=probe.seed, low=low)
+
+
+def drawn_range(model: GPTModel, probe: Probe) -> tuple[int, int]:
+    """[low, high): the ids a probe without ``allowed`` draws from."""
+    vocab = model.cfg["vocab_size"]
+    return (0, vocab) if probe.whole_vocabulary else (min(256, vocab // 4), vocab - 1)
+
+
+def drawn_count(model: GPTModel, probe: Probe) -> int:
+    """How many distinct ids the probe draws from: a uniform guess among them costs ln of this."""
+    low, high = drawn_range(model, probe)
+    return len(probe.allowed) if probe.allowed else high - low
+
+
+def corpus_bytes(text: str, min_count: int = 100) -> tuple[int, ...]:
+    """The byte values that occur at least ``min_count`` times in ``text`` (UTF-8): what a byte model read often."""
+    counts = torch.bincount(torch.tensor(list(text.encode("utf-8")), dtype=torch.int64), minlength=256)  # (256,)
+    return tuple(int(i) for i in (counts >= min_count).nonzero().flatten())
 
 
 @torch.no_grad()
@@ -119,6 +142,7 @@ def probe_heads(model: GPTModel, tokenizer, probe: Probe = Probe()) -> HeadProbe
         first_copy_loss=float(loss[: period - 1].mean()),
         second_copy_loss=float(loss[period:].mean()),
         labels=tuple(tokenizer.labels(ids[0].tolist())),
+        drawn=drawn_count(model, probe),
     )
 
 
@@ -201,13 +225,87 @@ def knockout_reading(model: GPTModel, tokenizer, ids: list[int], heads, mode: st
 
 @torch.no_grad()
 def continue_text(
-    model: GPTModel, tokenizer, ids: list[int], new_tokens: int, *, temperature: float, top_k: int | None, seed: int
+    model: GPTModel,
+    tokenizer,
+    ids: list[int],
+    new_tokens: int,
+    *,
+    temperature: float,
+    top_k: int | None,
+    seed: int,
+    heads=(),
+    mode: str = "zero",
 ) -> tuple[int, ...]:
-    """The ids the model writes after ``ids`` (the book's ``generate``; greedy at temperature 0), seeded."""
+    """The ids the model writes after ``ids`` (the book's ``generate``; greedy at temperature 0), seeded, with
+    ``heads`` knocked out at every step."""
     batch = torch.tensor([list(ids)], dtype=torch.int64)  # (1, T)
     model.check_ids(batch)
     gen = torch.Generator().manual_seed(seed)
     out = generation.generate(
-        model, batch, new_tokens, model.cfg["context_length"], temperature=temperature, top_k=top_k, generator=gen
-    )
+        model, batch, new_tokens, model.cfg["context_length"], temperature=temperature, top_k=top_k, generator=gen,
+        heads=tuple(heads), mode=mode,
+    )  # fmt: skip
     return tuple(int(i) for i in out[0, len(ids) :])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CharacterReading:
+    """The text read position by position: what each head looked at, the top guesses, and which part raised the
+    right next token's logit (``attribution``). Position t predicts ``true_ids[t + 1]``."""
+
+    ids: tuple[int, ...]  # (T,) what the model read: the text, or the given start and what it wrote on its own
+    true_ids: tuple[int, ...]  # (T,) the text
+    labels: tuple[str, ...]  # (T,) of ids
+    true_labels: tuple[str, ...]  # (T,) of true_ids
+    given: int  # tokens given; the rest the model wrote on its own (T when the true text is given throughout)
+    weights: np.ndarray  # (L, h, T, T)
+    top_labels: tuple[tuple[str, ...], ...]  # (T, k) the likeliest next tokens at each position
+    top_ids: np.ndarray  # (T, k)
+    top_probs: np.ndarray  # (T, k)
+    head_dla: np.ndarray  # (L, h, T - 1) each head's direct logit attribution to the right next token
+    other_dla: dict[str, np.ndarray]  # part -> (T - 1,): embeddings, biases, MLPs, the final LayerNorm's shift
+    logit: np.ndarray  # (T - 1,) the right next token's logit
+    right_prob: np.ndarray  # (T - 1,) its probability
+
+
+@torch.no_grad()
+def read_characters(
+    model: GPTModel, tokenizer, ids: list[int], *, heads=(), mode="zero", own=False
+) -> CharacterReading:
+    """``ids`` (at least 2) read with ``heads`` knocked out; ``own``: the model writes greedily after the first
+    ``attribution.prompt_length`` tokens and reads its own writing (the right token is still the text's)."""
+    true_ids = [int(i) for i in ids]
+    given = attribution.prompt_length(true_ids) if own else len(true_ids)
+    fed = true_ids[:given] + list(
+        continue_text(
+            model,
+            tokenizer,
+            true_ids[:given],
+            len(true_ids) - given,
+            temperature=0.0,
+            top_k=None,
+            seed=0,
+            heads=heads,
+            mode=mode,
+        )  # fmt: skip
+    )
+    parts = attribution.residual_parts(model, fed, heads, mode)
+    dla = attribution.direct_logit_attribution(model, parts, true_ids[1:] + true_ids[:1])  # the last target unused
+    probs = torch.softmax(parts.logits.float(), dim=-1)  # (T, V)
+    top = torch.topk(probs, min(TOP_K, probs.shape[-1]), dim=-1)  # (T, k)
+    right = probs[torch.arange(len(fed) - 1), torch.tensor(true_ids[1:], dtype=torch.int64)]  # (T - 1,)
+    return CharacterReading(
+        ids=tuple(fed),
+        true_ids=tuple(true_ids),
+        labels=tuple(tokenizer.labels(fed)),
+        true_labels=tuple(tokenizer.labels(true_ids)),
+        given=given,
+        weights=_frozen(parts.weights.float().numpy().copy()),
+        top_labels=tuple(tuple(tokenizer.labels(row)) for row in top.indices.tolist()),
+        top_ids=_frozen(top.indices.numpy().copy()),
+        top_probs=_frozen(top.values.float().numpy().copy()),
+        head_dla=_frozen(dla.heads[..., :-1].float().numpy().copy()),
+        other_dla={name: _frozen(v[:-1].float().numpy().copy()) for name, v in dla.other.items()},
+        logit=_frozen(dla.logit[:-1].float().numpy().copy()),
+        right_prob=_frozen(right.float().numpy().copy()),
+    )

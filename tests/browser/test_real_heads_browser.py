@@ -40,3 +40,24 @@ def test_typing_a_sentence_redraws_the_heads(page, app_url):
     wait_for_app(page, timeout=120_000)
     assert_no_exception(page)
     assert_charts(page, minimum=CHARTS)
+
+
+def test_the_arrow_keys_step_the_position_read_character_by_character(page, app_url):
+    """Issue 46: ?pos= opens that position; the right arrow on the slider reads the next one (URL and figure)."""
+    page.goto(f"{app_url}/Real_heads?model=own&pos=20&text=The%20cat%20sat%20on%20the%20mat.%20The%20cat%20sat")
+    wait_for_app(page, timeout=120_000)
+    assert_no_exception(page)
+    title = page.locator(".st-key-chart_position_text .gtitle")
+    title.wait_for(timeout=60_000)
+    assert "from token 20" in title.text_content()
+    slider = page.locator("[data-testid='stSlider']").filter(has_text="token to read from").locator("input")
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('pos') === '21'", timeout=60_000)
+    wait_for_app(page, timeout=120_000)
+    assert_no_exception(page)
+    page.wait_for_function(
+        "() => (document.querySelector('.st-key-chart_position_text .gtitle') || {}).textContent?.includes('token 21')",
+        timeout=60_000,
+    )
+    screenshot(page, "page_real_heads_character")

@@ -88,7 +88,7 @@ def test_every_figure_passes_plotlys_validation_and_reads_like_a_printed_matrix(
     assert scores["layout"]["yaxis"]["range"][0] > scores["layout"]["yaxis"]["range"][1], "layer 0 at the top"
     lines = view.induction.figure.to_dict()["data"]
     assert {trace["name"] for trace in lines} >= {"first copy", "second copy"}
-    assert lines[-1]["y"][0] == pytest.approx(math.log(tokenizer.vocab_size))
+    assert lines[-1]["y"][0] == pytest.approx(math.log(probe.drawn)) and probe.drawn == tokenizer.vocab_size - 1 - 75
 
 
 def test_token_labels_are_escaped_in_every_figure():
@@ -99,37 +99,21 @@ def test_token_labels_are_escaped_in_every_figure():
     assert "<script>" not in figure.to_json()
 
 
-def test_about_lines_read_the_record_and_survive_a_missing_one():
-    facts = type("Facts", (), dict(n_layers=2, n_heads=4, emb_dim=128, context_length=128, vocab_size=256))()
-    record = {"recipe": {"steps": 150}, "heldout_loss": 1.48, "unigram_heldout_loss": 3.21}
-    text = " ".join(real_heads.about_lines("own", record, facts))
-    assert "1.48" not in text and "induction task" not in text  # no count of held-out bytes: no loss is quoted
-    record |= {"heldout_tokens_scored": 35298}
-    record["recipe"] |= {"induction_warmup": 400}
-    text = " ".join(real_heads.about_lines("own", record, facts))
-    assert "1.48" in text and "3.21" in text and "all 35,298 held-out bytes" in text and "150 AdamW steps" in text
-    assert "The first 400 on random bytes" in text
-    record["english_probe"] = {"sentences": 50, "best_induction": 0.59, "first_copy_loss": 2.59,
-                               "second_copy_loss": 0.44, "second_copy_accuracy": 0.89,
-                               "best_previous_token_on_text": 0.75, "knockouts": []}  # fmt: skip
-    text = " ".join(real_heads.about_lines("own", record, facts))
-    assert "On 50 English sentences it never saw" in text and "**0.59**" in text and "**89%**" in text
-    assert real_heads.about_lines("own", {}, facts) and "GPT-2" in real_heads.about_lines("gpt2", {}, facts)[0]
-
-
-def test_the_knockout_lines_quote_the_record():
-    record = {"english_probe": {"sentences": 50, "second_copy_loss": 0.44, "second_copy_accuracy": 0.89,
-              "knockouts": [{"kind": "previous-token heads", "heads": [[0, 2]], "mode": "zero",
-                             "second_copy_loss": 3.21, "second_copy_accuracy": 0.16}]}}  # fmt: skip
-    said = real_heads.knockout_record_lines(record)
-    assert "previous-token heads (L0 H2) zeroed: **3.21** (16%)" in said and "0.44" in said
-    assert real_heads.knockout_record_lines({}) == ""
-
-
 def test_the_induction_sentence_stays_true_whatever_the_model_learned():
     copying = real_heads.induction_sentence(7.6, 2.1, 2048)  # ln 2048 = 7.62
-    assert "falls to 2.10, 5.50 nats below the first copy" in copying and "confidently wrong" not in copying
-    worse = real_heads.induction_sentence(9.1, 2.1, 256)  # a first copy 3.6 nats worse than uniform (ln 256 = 5.55)
-    assert "3.45 nats below a uniform guess" in worse and "confidently wrong" in worse
+    assert "falls to 2.10, 5.50 nats below the first copy and 5.52 below a uniform guess" in copying
+    assert "confidently wrong" not in copying
+    worse = real_heads.induction_sentence(9.1, 2.1, 256, "bytes")  # 3.55 nats worse than uniform (ln 256 = 5.55)
+    assert "worse than that, by 3.55" in worse and "confidently wrong" in worse and "from 256 values (bytes)" in worse
     stuck = real_heads.induction_sentence(9.6, 9.5, 2048)
     assert "does not fall much" in stuck and "confidently wrong" in stuck
+
+
+def test_the_probe_draws_only_the_allowed_ids_and_counts_them():
+    model, tokenizer = tiny_model()
+    allowed = tuple(range(97, 123))  # a to z
+    probe = model_heads.Probe(period=8, batch_size=3, seed=1, allowed=allowed)
+    ids = model_heads.probe_tokens(model, probe)  # (b, 2P)
+    assert set(ids.flatten().tolist()) <= set(allowed) and torch.equal(ids[:, :8], ids[:, 8:])
+    assert model_heads.probe_heads(model, tokenizer, probe).drawn == 26
+    assert model_heads.corpus_bytes("aab\u00e9", min_count=2) == (97,)  # é is two bytes, each once

@@ -7,14 +7,15 @@ shared model is only read.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import streamlit as st
 
 from explorer.glue.cached import real_models
 from explorer.glue.memory import admission, caches
 from explorer.glue.state.user_text import quote
-from explorer.views import induction_circuit
-from mha_core.gpt import composition, generation, model_heads
+from explorer.views import character_view, induction_circuit, real_record
+from mha_core.gpt import attribution, composition, generation, model_heads
 
 KNOCKOUT_MODES = ("zero", "mean")
 MAX_NEW_TOKENS = 80  # "continue my sentence": tokens written per press
@@ -79,24 +80,45 @@ def knockout(name: str, text: str, heads: tuple[tuple[int, int], ...], mode: str
         return _knockout(*key)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Writing:
+    """What the model writes after the sentence with every head and with the chosen heads knocked out, beside what
+    copying the sentence's earlier stretch would write."""
+
+    intact: tuple[tuple[int, ...], tuple[str, ...]]  # ids, labels
+    knocked: tuple[tuple[int, ...], tuple[str, ...]] | None  # None when no head is knocked out
+    copy: tuple[tuple[int, ...], tuple[str, ...]]  # what copying writes (shorter, or empty, where nothing repeats)
+    text: tuple[str, str | None]  # the two continuations decoded
+
+
 @caches.byte_cached(max_bytes=2**20, max_entries=64, ttl_s=1800, spinner="Writing…")
-def _continuation(name: str, text: str, new_tokens: int, temperature: float, top_k: int, seed: int) -> str:
+def _continuation(name: str, text: str, how: tuple, heads: tuple[tuple[int, int], ...], mode: str) -> Writing:
     model, tokenizer = real_models.model_and_tokenizer(name)
-    ids = _ids(name, text)
-    written = model_heads.continue_text(
-        model, tokenizer, ids, new_tokens, temperature=temperature, top_k=top_k or None, seed=seed
+    ids, (new_tokens, temperature, top_k, seed) = _ids(name, text), how
+    keywords = {"temperature": temperature, "top_k": top_k or None, "seed": seed}
+    runs = [model_heads.continue_text(model, tokenizer, ids, new_tokens, **keywords)]
+    if heads:
+        runs.append(model_heads.continue_text(model, tokenizer, ids, new_tokens, heads=heads, mode=mode, **keywords))
+    copy = tuple(attribution.copy_continuation(ids, new_tokens))
+    labelled = [(run, tuple(tokenizer.labels(list(run)))) for run in [*runs, copy]]
+    return Writing(
+        intact=labelled[0],
+        knocked=labelled[1] if heads else None,
+        copy=labelled[-1],
+        text=(tokenizer.decode(list(runs[0])), tokenizer.decode(list(runs[1])) if heads else None),
     )
-    return tokenizer.decode(list(written))
 
 
-def continuation(name: str, text: str, new_tokens: int, temperature: float, top_k: int, seed: int) -> str:
-    """What the model writes after the sentence: ``new_tokens`` tokens, greedy at temperature 0, else sampled from
-    the ``top_k`` likeliest (0: all) with ``seed``."""
-    key = (name, text, new_tokens, temperature, top_k, seed)
+def continuation(name: str, text: str, how: tuple[int, float, int, int], heads=(), mode: str = "zero") -> Writing:
+    """What the model writes after the sentence, ``how`` = (new tokens, temperature, top-k, seed): greedy at
+    temperature 0, else sampled from the ``top_k`` likeliest (0: all) with the seed; with every head, and with
+    ``heads`` knocked out (``mode``) when any are chosen. A writing already made waits for nobody."""
+    key = (name, text, tuple(how), tuple(sorted(heads)), mode)
     hit, written = _continuation.peek(*key)
     if hit:
         return written
-    with _heavy(name, f"writing {new_tokens} tokens", run_bytes(name, len(_ids(name, text)) + new_tokens, 0)):
+    need = run_bytes(name, len(_ids(name, text)) + how[0], 0)
+    with _heavy(name, f"writing {how[0]} tokens", need):
         return _continuation(*key)
 
 
@@ -112,6 +134,55 @@ def fit_temperature(temperature: float) -> tuple[float, str | None]:
         f"temperature={quote(temperature)} is outside 0 (greedy) or {MIN_TEMPERATURE}–{MAX_TEMPERATURE}; "
         f"using {fitted:g}."
     )
+
+
+def copy_prompt(name: str, text: str) -> str:
+    """The sentence cut to its copy's start and first tokens (``attribution.COPY_GIVEN``) when it repeats, else the
+    sentence, a space and its first tokens: a copy for the model to finish."""
+    ids, tokenizer = _ids(name, text), real_models.model_and_tokenizer(name)[1]
+    start = attribution.copy_start(ids)
+    if start is not None:
+        return tokenizer.decode(ids[: start + attribution.COPY_GIVEN])
+    return f"{text} {tokenizer.decode(ids[: attribution.COPY_GIVEN])}"
+
+
+CHARACTERS_MAX_BYTES = 64 * 2**20  # the shipped model's reading is a few MB; GPT-2's 144 heads' outputs, 300 MB
+
+
+def characters_fit(name: str) -> bool:
+    """Character by character keeps every head's output at every position (L, h, T, E): a small model's size."""
+    return real_models.facts(name) is not None and character_bytes(name) <= CHARACTERS_MAX_BYTES
+
+
+def character_bytes(name: str) -> int:
+    """What reading the text position by position holds at most: every head's output and weights, the logits."""
+    f = real_models.facts(name)
+    tokens = real_models.page_cap(name)
+    heads = f.n_layers * f.n_heads
+    floats = (
+        heads * tokens * (f.emb_dim + tokens) + (2 * f.n_layers + 4) * tokens * f.emb_dim + 3 * tokens * f.vocab_size
+    )
+    return 4 * floats * 2  # float32, and as much again for the transient copies (numpy, the traces)
+
+
+@caches.byte_cached(max_bytes=24 * 2**20, max_entries=16, spinner="Reading the sentence character by character…")
+def _characters(name: str, text: str, heads: tuple[tuple[int, int], ...], mode: str, own: bool):
+    model, tokenizer = real_models.model_and_tokenizer(name)
+    return model_heads.read_characters(model, tokenizer, _ids(name, text), heads=heads, mode=mode, own=own)
+
+
+def characters(name: str, text: str, heads=(), mode: str = "zero", own: bool = False) -> model_heads.CharacterReading:
+    """The sentence (at least two tokens) read position by position with ``heads`` knocked out: given the true text,
+    or (``own``) writing on its own after the copy's first tokens; cached on those settings."""
+    with admission.admit("reading character by character", need_bytes=max(LIGHT_BYTES, character_bytes(name))):
+        return _characters(name, text, tuple(sorted(heads)), mode, own)
+
+
+@caches.byte_cached(max_bytes=8 * 2**20, max_entries=64)
+def position_view(name: str, text: str, heads, mode: str, own: bool, pos: int, layer: int, presenter: bool):
+    """One position's panels (``character_view.position_view``), drawn once per settings and shared."""
+    reading = characters(name, text, heads, mode, own)
+    return character_view.position_view(reading, pos, layer, own=own, presenter=presenter)
 
 
 def composition_fits(name: str) -> bool:
@@ -156,3 +227,9 @@ def copying_view(name: str, layer: int, head: int, presenter: bool):
     """A head's OV circuit in token space and every head's copying score (models with a small vocabulary only)."""
     with _gate(name, "reading OV circuits"):
         return _copying_view(name, layer, head, presenter)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def phase_change(presenter: bool):
+    """(panels, sentence): the shipped model's training curve and checkpoints from its record, drawn once."""
+    return real_record.phase_change(real_models.shipped_record(), presenter=presenter)

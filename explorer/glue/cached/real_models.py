@@ -312,8 +312,21 @@ def head_probe_in_gate(name: str) -> model_heads.HeadProbe:
     return model_heads.probe_heads(model, tok, _probe(name))
 
 
+PROBE_MIN_COUNT = 100  # a byte the shipped model read at least this often in its training text may be drawn
+
+
+@st.cache_resource(show_spinner=False)
+def trained_bytes() -> tuple[int, ...]:
+    """The byte values of the shipped model's training text, each read at least PROBE_MIN_COUNT times: random
+    tokens drawn from these are ones it knows (bytes it never read as text would measure something else)."""
+    from mha_core.gpt import data  # the corpus (Python's documentation): only when asked
+
+    return model_heads.corpus_bytes(data.corpus()[0], PROBE_MIN_COUNT)
+
+
 def _probe(name: str) -> model_heads.Probe:
-    """The shipped model's own probe (its record's head scores were read on it), else the default one."""
+    """The shipped model's probe (its record's period, batch and seed), drawn from the bytes of its training text;
+    else the default one."""
     recorded = shipped_record().get("probe") if name == "own" else None
     if not isinstance(recorded, dict):
         return model_heads.Probe()
@@ -321,7 +334,14 @@ def _probe(name: str) -> model_heads.Probe:
         numbers = {key: int(recorded[key]) for key in ("period", "batch_size", "seed")}
     except (KeyError, TypeError, ValueError):
         return model_heads.Probe()
-    return model_heads.Probe(**numbers, whole_vocabulary=True)
+    return model_heads.Probe(**numbers, allowed=trained_bytes())
+
+
+def probe_source(name: str) -> str:
+    """Where the probe's random tokens come from, in words for the page."""
+    if _probe(name).allowed:
+        return f"the bytes of its training text, each read there at least {PROBE_MIN_COUNT} times"
+    return "every id" if _probe(name).whole_vocabulary else "the ids past the single bytes"
 
 
 def head_probe(name: str) -> model_heads.HeadProbe:
