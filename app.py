@@ -10,6 +10,7 @@ from explorer.glue.frame import boundary, sidebar
 from explorer.glue.memory import caches
 from explorer.glue.state import url
 from explorer.views.attention_explorer import BOOK_ROWS, SECTIONS
+from explorer.views.markdown_text import escape_markdown
 
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍", layout="wide")
 
@@ -107,7 +108,7 @@ def draw_output(view, settings, batch_index: int, *, compact: bool = False) -> N
                 boundary.printed(view.output_text, wrap=compact)
         st.caption(
             f"`output[{batch_index}]` · shape (T, d_out) = {view.output.shape} · rows are tokens "
-            f"{', '.join(view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"
+            f"{', '.join(escape_markdown(label) for label in view.labels[:8])}{' …' if len(view.labels) > 8 else ''}"
         )
     if view.output_panel is not None and not compact:
         boundary.show_figure(view.output_panel)
@@ -127,18 +128,26 @@ def draw_output(view, settings, batch_index: int, *, compact: bool = False) -> N
 
 
 def draw_attention(panels) -> None:
-    """The attention panels, with the mask buffer and the slice used side by side."""
-    slice_column = None
+    """The attention panels, with the mask buffer and the slice used side by side: their titles, figures and
+    captions each in one row, so that the captions line up under figures of different heights."""
+    pair = [p for p in panels if p.key in ("mask_buffer", "mask")]
     for panel in panels:
-        if panel.key == "mask_buffer":
-            buffer_column, slice_column = st.columns(2)
-            with buffer_column:
-                boundary.show_figure(panel)
-        elif panel.key == "mask" and slice_column is not None:
-            with slice_column:
-                boundary.show_figure(panel)
-        else:
+        if panel.key == "mask_buffer" and len(pair) == 2:
+            draw_pair(pair)
+        elif panel.key not in ("mask_buffer", "mask") or len(pair) != 2:
             boundary.show_figure(panel)
+
+
+def draw_pair(pair) -> None:
+    for row in ("title", "figure", "caption"):
+        for column, panel in zip(st.columns(2), pair, strict=True):
+            with column:
+                if row == "title":
+                    st.markdown(f"**{panel.title}**")
+                elif row == "figure":
+                    boundary.show_figure(panel, bare=True)
+                else:
+                    st.caption(panel.caption)
 
 
 def draw_downloads(settings) -> None:

@@ -179,10 +179,10 @@ step(
     lambda: (__import__("explorer.views.attention_explorer"), __import__("mha_core.runs.forward")),
 )
 import numpy as np
-from explorer.glue import settings as cfg
+from explorer.glue.state import settings as cfg
 from explorer.views import attention_explorer
 from explorer.views.figures import downsample, style
-from mha_core import runs
+from mha_core.runs import forward as runs
 
 def view_of(module, settings):
     # one run, then both sections' figures, as the explorer's caches build them

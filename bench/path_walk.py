@@ -54,8 +54,10 @@ MISSING = object()
 # The modules every page shares (URL and widgets → Settings, the byte budget, the page boundary that lays out a
 # figure): listed apart from the settings walk (see the docstring).
 SHARED = {
-    *(f"explorer.glue.{m}" for m in ("server_setup", "boundary", "sidebar", "url", "settings", "budget")),
-    *(f"mha_core.{m}" for m in ("inputs", "devices", "profiling")),
+    *(f"explorer.glue.frame.{m}" for m in ("server_setup", "boundary", "sidebar")),
+    *(f"explorer.glue.state.{m}" for m in ("url", "settings")),
+    "explorer.glue.memory.budget",
+    *(f"mha_core.{m}" for m in ("attention.inputs", "devices", "runs.profiling")),
 }
 FIGURES = "explorer.views.figures"  # one package of figure builders, split by kind
 PRIMITIVES = (int, float, complex, str, bytes, bool, type(None))

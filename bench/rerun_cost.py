@@ -132,7 +132,8 @@ def _clear_page_caches(page: str) -> None:
 
 
 SIDEBAR_ONLY = """
-from explorer.glue import boundary, sidebar, url
+from explorer.glue.frame import boundary, sidebar
+from explorer.glue.state import url
 
 def main():
     sidebar.presenter_toggle()

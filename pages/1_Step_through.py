@@ -63,15 +63,18 @@ def shape_text(view) -> str:
 
 
 def presenter_step(view) -> None:
-    """The step's shape, code and sentences in a narrow column beside its main figure."""
+    """The step's shape, its first sentence, its code and the other sentences in a narrow column beside its main
+    figure: the first sentence above the code, so that it is on a 1280 × 720 projector's first screen (under the
+    code it fell below the fold on every step)."""
     words_col, figure_col = st.columns([1, 2], gap="medium")
     with words_col:
         st.code(shape_text(view), language=None, wrap_lines=True)
+        st.markdown(view.sentences[0])
         with st.container(key="step_code"):
             st.html(PRESENTER_CODE_CSS)
             st.html(boundary.hanging_indent_css("step_code", view.code, line_numbers=False))
             st.code(view.code, language="python", wrap_lines=True)
-        for sentence in view.sentences:
+        for sentence in view.sentences[1:]:
             st.markdown(sentence)
     with figure_col:
         boundary.show_figure(view.main, bare=True, stage=True)

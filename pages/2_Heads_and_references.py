@@ -44,9 +44,9 @@ def main() -> None:
 
 
 PARTS = {
-    "heads": "h separate heads = one batched module, up to the concatenation",
-    "circuits": "W_QK and W_OV: heads are independent, and they add",
-    "references": "Against torch's own attention",
+    "heads": "h heads = one batched module",  # short: the three fit the tab list at 1280 px (the third was cut)
+    "circuits": "W_QK and W_OV: heads add",
+    "references": "Against torch's attention",
 }
 
 

@@ -101,23 +101,44 @@ def _apply(model: str, text: str) -> None:
     url.apply_settings(replace(settings, model=model, text=text, layer=settings.layer if settings.model else 0))
 
 
-def choose_model(settings) -> str | None:
-    """The model radio; GPT-2 serves once on this server (a Download button), else the shipped model, said plainly."""
+def _choose() -> None:
+    """The radio's change: GPT-2 where it can serve; else the radio goes back to the model that serves, and GPT-2's
+    notice (with its Download button where it might come) says why."""
     state = st.session_state
-    if "w_rh_model" not in state:  # a ?model=gpt2 link still asks for GPT-2 where the settings fell back
+    state.rh_wants_gpt2 = state.w_rh_model == "gpt2" and not real_models.gpt2_ready()
+    if state.rh_wants_gpt2:
+        state.w_rh_model = "own"
+    _apply(state.w_rh_model, state.settings.text)
+
+
+def _settle_radio(settings) -> None:
+    """Before the radio draws: it shows the model that serves, and remembers a wish for GPT-2 until GPT-2 can serve
+    (downloaded here, or by another visitor)."""
+    state = st.session_state
+    if "w_rh_model" not in state:  # a ?model=gpt2 link asks for GPT-2 even where the settings fell back
         asked = st.query_params.get("model", settings.model or "own")
-        state.w_rh_model = cfg.parse_choice("model", asked, settings.model or "own", cfg.REAL_MODELS)[0]
-    wanted = st.radio(
-        "model",
-        list(MODEL_LABELS),
-        key="w_rh_model",
-        format_func=MODEL_LABELS.get,
-        horizontal=True,
-        on_change=lambda: _apply(state.w_rh_model, state.settings.text),
+        asked = cfg.parse_choice("model", asked, settings.model or "own", cfg.REAL_MODELS)[0]
+        state.rh_wants_gpt2, state.w_rh_model = asked == "gpt2", "own"
+    ready = real_models.gpt2_ready()
+    if state.w_rh_model == "gpt2" and not ready:  # it served, and no longer can
+        state.rh_wants_gpt2, state.w_rh_model = True, "own"
+    if state.get("rh_wants_gpt2") and ready:
+        state.rh_wants_gpt2, state.w_rh_model = False, "gpt2"
+    if (settings.model or "own") != state.w_rh_model:
+        _apply(state.w_rh_model, settings.text)
+
+
+def choose_model(settings) -> str | None:
+    """The model radio, on the model that serves; GPT-2 serves once on this server (a Download button), else the
+    shipped model, and a notice says why in plain words."""
+    state = st.session_state
+    _settle_radio(settings)
+    st.radio(
+        "model", list(MODEL_LABELS), key="w_rh_model", format_func=MODEL_LABELS.get, horizontal=True, on_change=_choose
     )
-    if wanted == "gpt2" and not real_models.gpt2_ready():
+    if state.get("rh_wants_gpt2"):
         offer_gpt2()
-    name = "gpt2" if wanted == "gpt2" and real_models.gpt2_ready() else "own"
+    name = state.w_rh_model
     reason = real_models.own_absent_reason() if name == "own" else ""
     if reason:
         st.info(f"{reason} This page needs it: there is nothing to draw yet.", icon=":material/info:")
@@ -220,7 +241,9 @@ def head_link(target: str, name: str, text: str, layer: int, head: int, label: s
 def show_kinds(view, name: str, text: str, presenter: bool) -> None:
     """The scores on the sentence and on the random probe, the strongest head of each kind named (or said to be no
     such head), and links to each."""
-    if view.text_scores is None:  # one under the other, each the page's width: at 1280 px cells of 44 px
+    # one under the other, each the page's width: side by side (planned for the whole width) their titles were cut,
+    # their kinds' names ran together ("previous tokenfirst token") and their numbers shrank to 5 px
+    if view.text_scores is None:
         st.caption("Your sentence is one token: no query has an earlier token to read, so nothing to score.")
     else:
         figure(view.text_scores, presenter)

@@ -27,6 +27,7 @@ SECTIONS = {
 
 def main() -> None:
     presenter = sidebar.presenter_toggle()
+    variants_cache.open_on_teaching_shape()  # before the sidebar draws: it shows the shape the page runs on
     settings = sidebar.settings_sidebar(fields=sidebar.VARIANT_FIELDS)
     # the variants run in float32 and eval mode whatever the sidebar's dtype and train mode: fitted as they run
     fitted = caches.fit_page(replace(settings, dtype="float32", train=False), "variants")
@@ -105,7 +106,8 @@ def show_panels(panels, presenter: bool) -> None:
 
 def heads_section(settings, params, presenter: bool) -> None:
     kind = st.radio("variant", variants_cache.VARIANT_KINDS, key="var_kind", horizontal=True)
-    panels, table = variants_cache.heads_view(settings, *params, kind, 0, presenter)
+    panels, table, look = variants_cache.heads_view(settings, *params, kind, 0, presenter)
+    st.markdown(look)
     show_panels(panels, presenter)
     st.header("Parameters and KV cache per variant, for these settings")
     boundary.show_table(table, presenter=presenter, key="var_table")

@@ -89,7 +89,7 @@ def _mask_buffer_panel(allowed_buffer: np.ndarray, presenter: bool) -> Panel:
             kind="mask",
             head_names=["buffer"],
             presenter=presenter,
-            width_px=figures.NARROW_FIGURE_PX,  # half the page, beside the slice used: 64 labels crowded at full
+            width_px=figures.half_figure_px(presenter),  # beside the slice used: 64 labels crowded at full
             row_title="query position",
             col_title="key position",
         ),
@@ -115,7 +115,7 @@ def _mask_used_panel(trace: Trace, labels: list[str], presenter: bool) -> Panel:
             kind="mask",
             head_names=["slice used"],
             presenter=presenter,
-            width_px=figures.NARROW_FIGURE_PX,  # half the page, beside the buffer
+            width_px=figures.half_figure_px(presenter),  # half the page, beside the buffer
         ),
     )
 

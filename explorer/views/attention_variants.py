@@ -108,6 +108,22 @@ def heads_panels(run: VariantsRun, kind: str, batch_index: int, presenter: bool)
     return panels + _kv_panels(run, kind, batch_index, presenter)
 
 
+def heads_look(run: VariantsRun, kind: str) -> str:
+    """What to look at in the heads section (markdown): how many K/V heads each variant keeps here, and where that
+    shows (the strip's colours, the K and V panels, the table's cache column)."""
+    spec = run.spec
+    h, d = spec.num_heads, spec.head_dim
+    kv = {k: run.results[k].kv_heads for k in ("MHA", "GQA", "MQA")}
+    floats = {k: 2 * n * d for k, n in kv.items()}
+    same = " (here GQA is MQA: raise num_heads to tell them apart)" if kv["GQA"] in (1, h) else ""
+    return (
+        f"**What to look at:** {h} query heads of head_dim {d} read {kv['MHA']} key/value heads under MHA, "
+        f"{kv['GQA']} under GQA and 1 under MQA{same}. Switch the variant: the strip's colours show which query "
+        f"heads share a K/V head, the K and V panels keep one head per K/V head, and each token's cache falls from "
+        f"{floats['MHA']} to {floats['GQA']} to {floats['MQA']} numbers (the table's cache column). Showing {kind}."
+    )
+
+
 def _group_caption(run: VariantsRun, kind: str) -> str:
     spec = run.spec
     if kind in ("GQA", "MQA"):
@@ -279,6 +295,23 @@ def _byte_ticks(figure) -> None:
     for trace in figure.data:
         trace.customdata = [human_bytes(y) if y is not None else "" for y in trace.y]
         trace.hovertemplate = trace.hovertemplate.replace("%{y:.4g}", "%{customdata}")
+
+
+def bytes_look(config: CacheConfig) -> str:
+    """What to look at in the cache chart (markdown): the lines' order and distances, from the config's own numbers."""
+    per_token = {kind: config.bytes_of(kind, 1) for kind in ("MHA", "GQA", "MQA", "MLA")}
+    ratio = {kind: per_token["MHA"] / per_token[kind] for kind in ("GQA", "MQA", "MLA")}
+    apart = {k: f"{r:.3g}× lower" if r >= 1 else f"{1 / r:.3g}× higher" for k, r in ratio.items()}
+    return (
+        "**What to look at:** each line is one variant's cache as the context grows, from MHA's. GQA's "
+        f"lies {apart['GQA']} ({config.n_kv_heads} K/V heads for {config.n_heads}), MQA's {apart['MQA']} (one), "
+        f"MLA's {apart['MLA']} (a {config.latent_dim}-wide latent); SWA's follows MHA's until its window of "
+        f"{config.window} tokens is full, then stays flat."
+    )
+
+
+def _itemsize(config: CacheConfig) -> int:
+    return {"float32": 4, "bfloat16": 2, "float16": 2}.get(config.dtype, 1)
 
 
 def bytes_table(choice: str, run: VariantsRun) -> list[dict]:

@@ -19,6 +19,7 @@ from mha_core.attention.listing import LISTING_LINES
 from . import figures
 from .figures.panel import Panel, index_labels, shape_text, to_numpy
 from .follow_a_token import contributions_figure
+from .markdown_text import escape_markdown
 
 INTRO = (
     "Each head is two matrices on the input's d_in features. **W_QK** = W_Qʰᵀ W_Kʰ (d_in × d_in) says where it "
@@ -63,11 +64,11 @@ def _matrix_panel(key: str, title: str, text: str, matrix: np.ndarray, rows: str
             matrix,
             index_labels(matrix.shape[0]),
             index_labels(matrix.shape[1]),
-            title=title,
+            title=title.split(" (")[0],  # "W_QK of head 0": the rank stays in the panel's heading (a half column)
             presenter=presenter,
             row_title=rows,
             col_title=cols,
-            width_px=figures.NARROW_FIGURE_PX,  # two to a row
+            width_px=figures.half_figure_px(presenter),  # two to a row
         ),
     )
 
@@ -131,7 +132,7 @@ def build_circuits_view(
         _scores_panel(report, traced_scores, labels, batch_index, presenter),
         Panel(
             "circuit_sum",
-            f"output[{batch_index}, {token}] ({label}) = Σ_h Aʰ X W_OVʰᵀ + b",
+            f"output[{batch_index}, {token}] ({escape_markdown(label)}) = Σ_h Aʰ X W_OVʰᵀ + b",
             f"each head's Aʰ X W_OVʰᵀ at this token, the bias, and `output[{batch_index}, {token}]` from the trace "
             f"· their sum differs from it by {sum_error:.1e} · the same bars as Follow a token's “out_proj, head by "
             "head” (out_proj.weight[:, block h] @ context_h is Aʰ X W_OVʰᵀ)",

@@ -23,7 +23,7 @@ COMPOSITION_TEXT = {
     "V": "its value reads it (W_OV⁽¹⁾ W_OV⁽⁰⁾): what it moves was built by the layer-0 head",
 }
 CONVENTION = (
-    "Each score is ‖product‖_F / (‖W_a‖_F ‖W_b‖_F) (Elhage et al. 2021), with each head's W_QK = W_Qᵀ W_K and "
+    "Each score is `‖product‖_F / (‖W_a‖_F ‖W_b‖_F)` (Elhage et al. 2021), with each head's W_QK = W_Qᵀ W_K and "
     "W_OV = W_O W_V taken from the module's weights and the attention's LayerNorm folded in by its scale γ only "
     "(its centring, division and shift left out, as a linear circuit must)."
 )

@@ -230,9 +230,9 @@ PRESET_TEXT = {
     '"starts", head 1 weighs "journey" 0.396 against "starts" itself 0.389). The lesson needs head_dim ≥ 2: raise '
     "d_out in the sidebar.",
     "self": "One-hot position inputs; W_query = c·I: every query matches its own key.",
-    "previous": "One-hot position inputs; W_query shifts e_t to e_(t−1): every query matches the previous token's "
+    "previous": "One-hot position inputs; W_query shifts `e_t` to `e_(t−1)`: every query matches the previous token's "
     "key (token 0 has only itself).",
-    "first": "One-hot position inputs; W_query sends every e_t to e_0: every query matches the first token's key.",
+    "first": "One-hot position inputs; W_query sends every `e_t` to `e_0`: every query matches the first token's key.",
 }
 
 
@@ -263,7 +263,7 @@ def _projection_weight_panel(
             title=f"{name}.weight.T",
             column_groups=h,
             presenter=presenter,
-            width_px=figures.NARROW_FIGURE_PX,  # two to a row
+            width_px=figures.half_figure_px(presenter),  # two to a row
             row_title="input",
             col_title=f"{role} feature",
         ),

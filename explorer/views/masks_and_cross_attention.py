@@ -149,7 +149,7 @@ def _output_panel(
             title=f"output ({implementation})",
             presenter=presenter,
             row_title="query",
-            width_px=figures.NARROW_FIGURE_PX,  # the page's left half
+            width_px=figures.half_figure_px(presenter),  # the page's left half
         ),
     )
 

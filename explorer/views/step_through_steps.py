@@ -56,7 +56,7 @@ STEPS: tuple[Step, ...] = (
             "Each row is one token's embedding: b sequences of T tokens, d_in numbers per token.",
             "Everything that follows is computed from these numbers, the module's parameters (W_query, W_key and "
             "W_value, with biases only when qkv_bias=True, and out_proj's weight and bias) and its mask buffer (the "
-            "causal mask, built in __init__) and, in train mode with p > 0, dropout's random draw.",
+            "causal mask, built in `__init__`) and, in train mode with p > 0, dropout's random draw.",
         ),
         extra_fragments=("b, num_tokens, d_in = x.shape",),
     ),
@@ -70,7 +70,7 @@ STEPS: tuple[Step, ...] = (
             "Three linear layers turn every token into a query (what it looks for), a key (what it offers) and a "
             "value (what it passes on).",
             "Each is one d_in → d_out matrix multiply for all heads at once: the heads sit side by side in the d_out "
-            "columns. The three layers are built once, in __init__ (lines 11–13, also lit).",
+            "columns. The three layers are built once, in `__init__` (lines 11–13, also lit).",
             "An intuition: a library search. The query is your question, the keys are the labels on the shelves and "
             "the values are what the books say: each score compares the question with a label, and what you take "
             "away is a mix of the books' contents, weighted by how well their labels matched.",
@@ -86,7 +86,7 @@ STEPS: tuple[Step, ...] = (
         (
             "view(b, T, h, head_dim) cuts each token's d_out numbers into h blocks of head_dim.",
             "No number moves in memory: column c simply belongs to head c // head_dim from now on.",
-            "head_dim = d_out // num_heads was set in __init__ (line 10, also lit), after checking that d_out is "
+            "head_dim = d_out // num_heads was set in `__init__` (line 10, also lit), after checking that d_out is "
             "divisible by num_heads.",
         ),
         extra_fragments=("self.head_dim = d_out // num_heads",),
@@ -123,8 +123,8 @@ STEPS: tuple[Step, ...] = (
         ("attn_scores", "(b, h, T, T)"),
         ("masked_scores", "(b, h, T, T)"),
         (
-            "Token i must not see the tokens after it: the book's buffer, built in __init__ (lines 16–20, also lit), "
-            "is 1 above the diagonal, and masked_fill_ writes −∞ there.",
+            "Token i must not see the tokens after it: the book's buffer, built in `__init__` (lines 16–20, also lit), "
+            "is 1 above the diagonal, and `masked_fill_` writes −∞ there.",
             "Why a buffer and not a tensor attribute or a parameter? register_buffer makes the mask part of the "
             "module without training it (it is not in parameters(), so no optimizer touches it), moves it with the "
             "weights on .to(device), and saves it in state_dict.",
@@ -217,7 +217,7 @@ STEPS: tuple[Step, ...] = (
         (
             "A last linear layer (d_out → d_out) lets every output feature combine all heads' results.",
             "The book notes it is not strictly necessary, but it is standard in LLM architectures. It is built in "
-            "__init__ (line 14, also lit) with a bias, unlike W_query, W_key and W_value by default.",
+            "`__init__` (line 14, also lit) with a bias, unlike W_query, W_key and W_value by default.",
             "Why it exists: in a GPT, attention's output is added back to its input (x + attention(x), the residual "
             "connection), so it must be as wide as the embedding; out_proj maps the h concatenated heads back to that "
             "width (in the GPT, d_in = d_out = emb_dim).",

@@ -74,6 +74,21 @@ def test_plotly_js_is_copied_into_the_static_folder_once_and_replaced_when_it_di
     assert [p.name for p in (tmp_path / "static").iterdir()] == [plotly_js_name()]  # no partial copy left
 
 
+def test_the_deploy_guide_gpt2s_notice_links_is_served_beside_plotly_js(tmp_path):
+    """GPT-2's notice links app/static/deploy.md (real_models.DEPLOY_DOC): the server copies docs/deploy.md there."""
+    from explorer.glue.cached import real_models
+    from explorer.glue.frame import chart
+
+    served = chart.serve_doc("deploy.md", tmp_path / "static")
+    assert f"app/static/{served.name}" == real_models.DEPLOY_DOC
+    assert served.read_bytes() == (chart.DOCS / "deploy.md").read_bytes()
+    assert "### The server's memory" in served.read_text(encoding="utf-8")  # the section the notice names
+    served.write_text("stale")
+    chart.serve_doc("deploy.md", tmp_path / "static")
+    assert served.read_bytes() == (chart.DOCS / "deploy.md").read_bytes()
+    assert [p.name for p in (tmp_path / "static").iterdir()] == ["deploy.md"]  # no partial copy left
+
+
 def test_the_served_plotly_js_is_named_by_its_version_and_content_and_the_chart_loads_that_name():
     """A browser keeps the file for long (its date is old): a new plotly.js must come under a new name."""
     import hashlib

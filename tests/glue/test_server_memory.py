@@ -95,6 +95,6 @@ def test_the_gpt2_notice_names_where_the_memory_was_read(machine, monkeypatch):
     api = type("Api", (), {"gpt2_bytes": staticmethod(lambda tokens: type("B", (), {"kept": 257 * MB})())})
     monkeypatch.setattr(real_models, "_gpt2_api", lambda: api)
     notice = real_models.gpt2_no_room()
-    assert "this server's 700 MB leave" in notice and "cgroup v2 memory.max" in notice, notice
+    assert "this server has 700 MB (its container's memory limit)" in notice, notice
     write("memory.max", str(24 * 2**30))
     assert real_models.gpt2_no_room() == ""  # 24 GB: GPT-2 fits beside a class

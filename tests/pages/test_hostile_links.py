@@ -232,7 +232,7 @@ HOSTILE_REAL = [  # (query, what the notice says, the pages that say it)
     ({"model": "own", "layer": "1e309"}, "is not a whole number", REAL_LINK_PAGES),
     ({"model": "own", "text": ""}, "has no tokens; using the book's sentence", REAL_LINK_PAGES),
     ({"model": "own", "text": "word " * 400}, "tokens long", REAL_LINK_PAGES),
-    ({"model": "gpt2", "layer": "3"}, "GPT-2 stays in memory once loaded", REAL_LINK_PAGES),
+    ({"model": "gpt2", "layer": "3"}, "GPT-2 needs about", REAL_LINK_PAGES),
 ]
 
 

@@ -34,6 +34,38 @@ def test_the_heads_section_draws_groups_weights_and_k_v_and_a_table_from_the_mod
     assert rows["MHA"]["measured"] == 2 * 2 * 6 * 16 * 4  # K,V × batch 2 × 6 tokens × d_out 16 × float32
 
 
+def test_the_page_opens_on_a_shape_where_mha_gqa_and_mqa_differ():
+    """At the book's 2 heads of head_dim 1, GQA was MQA ("2 query heads read 1 key/value head", the same 18
+    parameters and 96 B), K and V one column, the cache's lines in pairs. Opened plainly, the page takes 8 query heads
+    of head_dim 4 in 2 K/V groups, a 64-token context, the sidebar showing them, and says what to look at."""
+    at = open_page(PAGE)
+    check_page(at, [], "defaults")
+    settings = at.session_state.settings
+    assert (settings.num_heads, settings.head_dim, settings.context_length) == (8, 4, 64)
+    assert at.session_state.w_num_heads == 8 and at.session_state.var_kv_groups == 2  # the sidebar shows them
+    assert at.query_params["num_heads"] == "8" and at.query_params["d_out"] == "32"
+    rows = {row["variant"].split()[0]: row for row in table_rows(at)}
+    assert [rows[k]["K/V heads"] for k in ("MHA", "GQA", "MQA")] == [8, 2, 1]
+    assert len({rows[k]["parameters"] for k in ("MHA", "GQA", "MQA")}) == 3
+    assert len({rows[k]["measured"] for k in ("MHA", "GQA", "MQA", "MLA")}) == 4  # four different caches
+    assert charts(at)["variants_groups"]["data"][0]["z"] == [[0, 0, 0, 0, 1, 1, 1, 1]]
+    look = next(m.value for m in at.markdown if m.value.startswith("**What to look at:**"))
+    assert "read 8 key/value heads under MHA, 2 under GQA and 1 under MQA" in look and "here GQA is MQA" not in look
+    bytes_page = open_page(PAGE, {"section": "bytes"})
+    check_page(bytes_page, [], "bytes")
+    lines = {t["name"]: t["y"] for t in charts(bytes_page)["variants_bytes"]["data"] if "measured" not in t["name"]}
+    assert len({round(ys[-1]) for ys in lines.values()}) == 5, lines  # at 64 tokens, five lines apart
+    assert any("**What to look at:**" in m.value and "4× lower" in m.value for m in bytes_page.markdown)
+
+
+def test_a_link_that_names_the_shape_keeps_it_and_the_book_shape_says_gqa_is_mqa():
+    at = open_page(PAGE, {"num_heads": "2", "d_out": "2"})
+    check_page(at, [], "the book's shape, named")
+    assert (at.session_state.settings.num_heads, at.session_state.settings.d_out) == (2, 2)
+    look = next(m.value for m in at.markdown if m.value.startswith("**What to look at:**"))
+    assert "here GQA is MQA" in look
+
+
 def test_mla_shows_its_latent():
     at = open_page(PAGE, {"variant": "MLA", "latent": "3"})
     check_page(at, [], "mla")
@@ -45,7 +77,7 @@ def test_mla_shows_its_latent():
     [
         ({"num_heads": "4", "d_out": "16", "kv_groups": "3"}, "kv_groups=3 does not divide num_heads=4; using 2."),
         ({"latent": "0"}, "latent=`0` is outside 1–512; using 1."),
-        ({"window": "99999"}, "window=`99999` is outside 1–6; using 6."),
+        ({"window": "99999"}, "window=`99999` is outside 1–64; using 64."),  # the page's own context, 64
         ({"window": "<script>"}, "is not a whole number"),
         ({"section": "decode", "new_tokens": "1e9"}, "new_tokens=`1e9` is not a whole number"),
         ({"variant": "XQA"}, "is not one of"),

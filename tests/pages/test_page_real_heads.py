@@ -139,7 +139,7 @@ def test_gpt2_offline_says_so_and_the_shipped_model_serves(monkeypatch):
     monkeypatch.setattr(urllib.request, "urlopen", offline)
     at = open_page(PAGE, {"model": "gpt2", "text": TEXT})
     check_page(at, [TEXT], PAGE)
-    assert set(charts(at)) == PANELS  # the shipped model serves meanwhile
+    assert set(charts(at)) == PANELS and model_radio(at).value == "own"  # the shipped model serves meanwhile
     at.button(key="w_rh_download").click().run()
     check_page(at, [TEXT], "after Download")
     assert any("GPT-2 cannot be fetched from this server" in info.value for info in at.info)
@@ -216,20 +216,32 @@ def gpt2_on_disk(monkeypatch):
     return stored, loads
 
 
+def model_radio(at):
+    return next(radio for radio in at.radio if radio.key == "w_rh_model")
+
+
 def test_gpt2_is_not_loaded_where_it_would_not_fit_beside_a_class(gpt2_on_disk, monkeypatch):
     """On Community Cloud's smallest app GPT-2 (257 MB kept) does not fit beside a warm server, full caches and one
-    heavy job: even on disk it is not loaded, the notice says why in MB, and the shipped model serves."""
+    heavy job: even on disk it is not loaded, the shipped model serves and the radio says so. The notice said "this
+    server's 690 MB leave 49 MB … (no MHA_SERVER_MB and no cgroup memory limit) … at least 898 MB"; now it says what
+    GPT-2 needs, what the server has, and what to do, with a link to the deploy guide."""
     stored, loads = gpt2_on_disk
     monkeypatch.setenv("MHA_SERVER_MB", "690")
     at = open_page(PAGE, {"model": "gpt2", "text": TEXT})
     check_page(at, [TEXT], f"{PAGE}?model=gpt2 on 690 MB")
     assert set(charts(at)) == PANELS and not loads and not download_buttons(at)
-    notice = next(info.value for info in at.info if "stays in memory" in info.value)
+    assert model_radio(at).value == "own"  # the model that serves, not the one the link asked for
+    notice = next(info.value for info in at.info if "GPT-2 needs" in info.value)
     kept = gpt2_download.gpt2_bytes(real_models.TOKEN_CAP["gpt2"]).kept
     besides = budget.WARM_BYTES + budget.CACHE_BYTES + budget.JOB_BYTES  # a warm server, full caches, one heavy job
-    room = max(690 * budget.MB - besides, 0)
-    assert f"690 MB leave {room / budget.MB:.0f} MB" in notice, notice
-    assert f"at least {(besides + kept) / budget.MB:.0f} MB" in notice, notice
+    needs = -(-(besides + kept) // (10 * budget.MB)) * 10  # MB, rounded up to tens
+    assert notice.startswith(f"GPT-2 needs about {needs} MB; this server has 690 MB (set by MHA_SERVER_MB)."), notice
+    assert f"]({real_models.DEPLOY_DOC})" in notice and "Our own model serves instead." in notice, notice
+    assert not re.search(r"cgroup|leave \d+ MB|\d+ MB in bfloat16", notice), notice  # no jargon
+    model_radio(at).set_value("gpt2").run()  # choosing GPT-2 again: the radio comes back, the notice stays
+    check_page(at, [TEXT], "GPT-2 chosen on 690 MB")
+    assert model_radio(at).value == "own" and not loads
+    assert any("GPT-2 needs" in info.value for info in at.info)
     explorer = open_page("app.py", {"model": "gpt2", "layer": "0", "text": TEXT})
     check_page(explorer, [TEXT], "app.py?model=gpt2 on 690 MB")
     assert explorer.session_state.settings.model == "own" and not loads
@@ -239,7 +251,7 @@ def test_gpt2_once_here_serves_the_page_and_its_links_in_float32_from_bfloat16(g
     stored, loads = gpt2_on_disk
     at = open_page(PAGE, {"model": "gpt2", "text": TEXT})
     check_page(at, [TEXT], f"{PAGE}?model=gpt2")
-    assert set(charts(at)) == PANELS - {"training_curve"} and "GPT-2" in texts(at)  # the record is the shipped one's
+    assert set(charts(at)) == PANELS - {"training_curve"} and "GPT-2" in texts(at) and model_radio(at).value == "gpt2"
     query = dict(parse_qsl(urlsplit(next(u for u in links(at) if u.startswith("./?"))).query))
     assert query["model"] == "gpt2"
     explorer = open_page("app.py", query)

@@ -5,6 +5,7 @@ AppTest, opened by link: no error box, the charts drawn (read back from their sp
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -50,3 +51,16 @@ def test_cost_says_a_fused_kernel_saves_memory_not_work():
     check_page(at, [], "cost")
     shown = texts(at)
     assert "Memory and work are two things" in shown and "not sub-quadratic" in shown
+
+
+def test_step_1_names_init_literally():
+    """Step 1 read "the causal mask, built in **init**": markdown took ``__init__``'s underscores for bold. Rendered
+    (markdown-it-py, CommonMark), every markdown string on the page that names it shows ``__init__`` as typed."""
+    from markdown_it import MarkdownIt
+
+    at = open_page(STEP, {"step": "1"}, timeout=60)
+    check_page(at, [], "step 1")
+    render = MarkdownIt("commonmark").render
+    shown = [render(m.value) for m in at.markdown if "init" in m.value]
+    assert any("built in <code>__init__</code>" in body for body in shown), shown
+    assert not [body for body in shown if re.search(r"<(strong|em)>init", body)], shown

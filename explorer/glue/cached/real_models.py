@@ -126,12 +126,22 @@ def gpt2_retry_in() -> float:
         return max(0.0, _GPT2_STATE["retry_at"] - time.monotonic()) if _GPT2_STATE["error"] else 0.0
 
 
+DEPLOY_DOC = "app/static/deploy.md"  # docs/deploy.md, served beside plotly.js (chart.serve_doc)
+# Where the server's memory was read (budget.server_memory's source), in a teacher's words.
+_MEMORY_SOURCE = {"MHA_SERVER_MB": "set by MHA_SERVER_MB", "cgroup": "its container's memory limit"}
+
+
+def _memory_source(source: str) -> str:
+    said = next((words for key, words in _MEMORY_SOURCE.items() if key in source), "")
+    return said or "assumed: Community Cloud's smallest app, as no memory limit was found"
+
+
 def gpt2_no_room() -> str:
-    """Why GPT-2 cannot stay in this server's memory beside a class's pages, or "" when it can.
+    """Why GPT-2 cannot stay in this server's memory beside a class's pages, or "" when it can, in plain words:
+    what it needs, what the server has, and what to do (a link to the deploy guide).
 
     Loaded, GPT-2 stays (bfloat16, once per process), so it must fit beside a warm server, full caches and one
-    heavy job: budget.resident_room(). On Community Cloud's smallest app (690 MB) it does not; the notice says where
-    the server's memory was read (budget.server_memory)."""
+    heavy job: budget.resident_room(). On Community Cloud's smallest app (690 MB) it does not."""
     api = _gpt2_api()
     if api is None:
         return ""
@@ -139,12 +149,12 @@ def gpt2_no_room() -> str:
     if kept <= room:
         return ""
     server, source = budget.server_memory()
-    least = server - room + kept
+    least = math.ceil((server - room + kept) / (10 * MB)) * 10  # MB, rounded up to tens: "about 900 MB"
     return (
-        f"GPT-2 stays in memory once loaded ({kept / MB:.0f} MB in bfloat16), and this server's "
-        f"{server / MB:.0f} MB leave {max(room, 0) / MB:.0f} MB beside a class's pages and one heavy "
-        f"run (its {server / MB:.0f} MB: {source}): it is offered on a server with at least {least / MB:.0f} MB "
-        "(a larger Community Cloud app, or MHA_SERVER_MB where the machine has the memory)."
+        f"GPT-2 needs about {least} MB; this server has {server / MB:.0f} MB ({_memory_source(source)}). "
+        f"To use GPT-2, run the app on a server with at least {least} MB: a larger Community Cloud app, or "
+        f"`MHA_SERVER_MB` where the machine has the memory ([the deploy guide]({DEPLOY_DOC}), "
+        "“The server's memory”)."
     )
 
 

@@ -7,6 +7,9 @@ the page's estimate (budget "variants"); the shipped GPT's decoding is light (64
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import streamlit as st
 
 from explorer.glue.cached import real_models
@@ -14,7 +17,7 @@ from explorer.glue.cached.teaching_runs import seed_int
 from explorer.glue.memory import caches
 from explorer.glue.memory.caches import MB, byte_cached
 from explorer.glue.state import url
-from explorer.glue.state.settings import Settings
+from explorer.glue.state.settings import DEFAULTS, Settings
 from explorer.views import attention_variants, attention_variants_decoding
 from mha_core.runs import forward as runs
 from mha_core.variants import page_runs as variant_runs
@@ -29,20 +32,60 @@ VARIANT_KINDS = KINDS
 PROMPT = "The for statement iterates over"  # the shipped GPT's prompt: text like its training data
 
 
+# The shape the page opens on: at the book's 2 heads of head_dim 1, GQA is MQA (one K/V head), K and V are one
+# column each and the cache's lines lie in pairs. 8 query heads of head_dim 4 in 2 K/V groups tell all five apart.
+TEACHING_SHAPE = {"num_heads": 8, "d_out": 32}
+TEACHING_CONTEXT = 64  # the cache chart runs to 64 tokens: SWA's line leaves MHA's once its window of 4 is full
+
+
 def divisors(n: int) -> list[int]:
     return [g for g in range(1, n + 1) if n % g == 0]
+
+
+def teaching_groups(heads: int) -> int:
+    """The default num_kv_groups: a divisor of ``heads`` strictly between MQA's 1 and MHA's ``heads`` where there is
+    one, the nearest to √heads (8 heads: 2 groups of 4), so that GQA differs from both."""
+    middle = [g for g in divisors(heads) if 1 < g < heads] or [max(1, heads // 2)]
+    return min(middle, key=lambda g: (abs(g - math.sqrt(heads)), g))
+
+
+def teaching_latent(settings: Settings) -> int:
+    """The default MLA latent width: 3 × head_dim numbers per token, a cache size no other variant has (theirs are
+    2 × K/V heads × head_dim), so its line on the chart is its own."""
+    return min(max(1, 3 * settings.head_dim), MAX_LATENT)
+
+
+def open_on_teaching_shape() -> None:
+    """The first time a session opens this page on the book's shape, the page takes TEACHING_SHAPE (and a context of
+    TEACHING_CONTEXT where the context is the book's), like the sidebar would: the sidebar and the URL show it. A
+    fresh link that names num_heads, d_out or context_length keeps what it names."""
+    state = st.session_state
+    if state.get("var_opened"):
+        return
+    named = set() if "settings" in state else set(st.query_params)  # a fresh link's own choices
+    settings = url.current_settings()
+    state.var_opened = True
+    book_shape = (settings.num_heads, settings.d_out) == (DEFAULTS.num_heads, DEFAULTS.d_out)
+    if not book_shape or named & {"num_heads", "d_out"} or settings.model or settings.trained:
+        return
+    changes = dict(TEACHING_SHAPE)
+    if "context_length" not in named and settings.context_length == DEFAULTS.context_length:
+        changes["context_length"] = max(TEACHING_CONTEXT, settings.num_tokens)
+    earlier = list(state.get("notices", []))  # the link's own notices stay
+    url.apply_settings(replace(settings, **changes))
+    state.notices = earlier + [m for m in state.notices if m not in earlier]
 
 
 def page_params(settings: Settings) -> tuple[int, int, int]:
     """(num_kv_groups, latent_dim, window) from the widgets' state, seeded from ``?kv_groups=``, ``?latent=`` and
     ``?window=`` once, kept in range: num_kv_groups snaps to the nearest divisor of num_heads, with a notice."""
     heads = settings.num_heads
-    groups = seed_int("var_kv_groups", "kv_groups", max(1, heads // 2), 1, heads)
+    groups = seed_int("var_kv_groups", "kv_groups", teaching_groups(heads), 1, heads)
     if heads % groups:
         nearest = min(divisors(heads), key=lambda g: (abs(g - groups), g))
         url.notice(f"kv_groups={groups} does not divide num_heads={heads}; using {nearest}.")
         st.session_state.var_kv_groups = groups = nearest
-    latent = seed_int("var_latent", "latent", max(1, settings.d_out // 2), 1, MAX_LATENT)
+    latent = seed_int("var_latent", "latent", teaching_latent(settings), 1, MAX_LATENT)
     window = seed_int("var_window", "window", max(1, min(4, settings.num_tokens)), 1, settings.context_length)
     return groups, latent, window
 
@@ -70,9 +113,11 @@ def _variants_run(settings: Settings, groups: int, latent: int, window: int) -> 
 @caches.gated("variants")
 @byte_cached(max_bytes=24 * MB, max_entries=32, ttl_s=1800, spinner="Running the five variants…")
 def heads_view(settings: Settings, groups: int, latent: int, window: int, kind: str, batch_index: int, presenter: bool):
-    """(panels, table) of one variant's heads, from the run of all five (cached apart, for the other sections)."""
+    """(panels, table, what to look at) of one variant's heads, from the run of all five (cached apart, for the other
+    sections)."""
     run = _variants_run(settings, groups, latent, window)
-    return attention_variants.heads_panels(run, kind, batch_index, presenter), attention_variants.variants_table(run)
+    panels = attention_variants.heads_panels(run, kind, batch_index, presenter)
+    return panels, attention_variants.variants_table(run), attention_variants.heads_look(run, kind)
 
 
 @caches.gated("variants")
@@ -83,7 +128,9 @@ def bytes_view(settings: Settings, groups: int, latent: int, window: int, choice
     return (
         attention_variants.bytes_figure(choice, run, presenter),
         attention_variants.bytes_table(choice, run),
-        attention_variants.preset_text(choice, run),
+        attention_variants.preset_text(choice, run)
+        + "\n\n"
+        + attention_variants.bytes_look(attention_variants.config_for(choice, run)),
     )
 
 

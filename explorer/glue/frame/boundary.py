@@ -39,7 +39,8 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
         st.markdown(f"**{panel.title}**")
     if stage:
         st.html(STAGE_CSS)  # a constant: nothing from the user
-        figure, staged = panel.figure, figures.stage_cell_text(panel.figure)
+        figure = figures.bar_follows_stage(panel.figure)  # its legend under its bar, however the stage sizes it
+        staged = figures.stage_cell_text(figure)
         if figure.layout.height:  # ints from the view's plan
             wider = int(figure.layout.width or 0) > figures.FULL_FIGURE_PX  # it outgrew the page to keep its labels
             least = {"height": int(STAGE_SQUEEZE * figure.layout.height), "key": f"stage_{panel.key}"}

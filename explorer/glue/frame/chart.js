@@ -125,8 +125,12 @@ function followPlace(plot) {
   plot.mhaPlace = new ResizeObserver(([entry]) => {
     const { width, height } = entry.contentRect;
     const size = plot.mhaStretch ? `${Math.round(width)}x${Math.round(height)}` : `${Math.round(width)}`;
+    // A chart leaving the page (a page switch, a rerun that drops it) or hidden (a closed tab or expander) is not
+    // resized: plotly refuses it ("Resize must be passed a displayed plot div element"), and the size it would
+    // have is not a size to remember. Once shown again its place's size changes and it is resized then.
+    if (!plot.isConnected || !width || getComputedStyle(plot).display === "none") return;
     if (drawn && size !== drawn && plot._fullLayout && window.Plotly) {
-      drawing(plot, window.Plotly.Plots.resize(plot)).catch(() => {}); // rejects for a hidden chart: nothing to draw
+      drawing(plot, window.Plotly.Plots.resize(plot)).catch(() => {}); // a race with hiding: nothing to draw
     }
     drawn = size;
   });

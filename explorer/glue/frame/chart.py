@@ -102,6 +102,21 @@ def serve_plotly_js(static: Path = APP_STATIC) -> Path:
     return target
 
 
+DOCS = APP_STATIC.parent / "docs"
+
+
+def serve_doc(name: str, static: Path = APP_STATIC) -> Path:
+    """Copy docs/<name> into the app's static folder, so a notice can link to it on a server with no repository
+    link (GPT-2's notice links the deploy guide); unless the same file is there."""
+    target, source = static / name, DOCS / name
+    if not (target.exists() and filecmp.cmp(source, target, shallow=False)):
+        static.mkdir(exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.partial")
+        shutil.copyfile(source, partial)
+        partial.replace(target)
+    return target
+
+
 def figure_bytes(figure, config: dict, *, stretch: bool, label: str = "") -> bytes:
     """What the element draws: the figure's JSON (numpy arrays as base64), its plotly config, whether it fills
     its container's height, and its name for a screen reader (``label``; else the figure's title). The figure's JSON

@@ -22,7 +22,8 @@ Six of them, all because a Streamlit server is one process whose sessions are th
    kind are dropped before Streamlit parses them, and the others are put inside their widget's choices and range
    by the settings' strict parsers, with a notice (``refuse_mistyped_widget_states``, ``widget_guard``); a value
    sent before its widget was drawn (a new tab's first message) once the page declares it (``check_when_declared``).
-5. The plotly.js that the charts load is copied into the app's static folder (``chart.serve_plotly_js``).
+5. The plotly.js that the charts load, and the deploy guide a notice links, are copied into the app's static folder
+   (``chart.serve_plotly_js``, ``chart.serve_doc``).
 6. A download made on a click leaves Streamlit's media storage once it is sent (``release_sent_downloads``), and one
    the app refused says why under its button (``say_why_a_download_failed``).
 
@@ -81,6 +82,10 @@ def configure_process() -> None:
             chart.serve_plotly_js()
         except OSError:  # a read-only app folder: the image or the deploy should have put it there
             log.exception("cannot put plotly.js in the app's static folder: charts will say they cannot draw")
+        try:
+            chart.serve_doc("deploy.md")  # GPT-2's notice links it (real_models.DEPLOY_DOC)
+        except OSError:
+            log.warning("cannot put docs/deploy.md in the app's static folder: GPT-2's notice links a missing page")
         refuse_browser_cache_clear()
         refuse_mistyped_widget_states()
         release_sent_downloads()

@@ -18,7 +18,14 @@ from explorer.glue.cached.real_models import LABELS, facts
 from explorer.glue.frame import contrast
 from explorer.glue.state import settings as cfg
 from explorer.glue.state.settings import FIELD_NAMES, Settings
-from explorer.glue.state.url import apply_settings, current_settings, load_widgets, url_choice, width_mode
+from explorer.glue.state.url import (
+    apply_settings,
+    current_settings,
+    load_widgets,
+    url_choice,
+    width_mode,
+)
+from explorer.views.markdown_text import escape_markdown
 from mha_core import devices
 from mha_core.runs.forward import INPUT_KINDS
 
@@ -51,7 +58,7 @@ def range_slider_or_fixed(container, label: str, low: int, high: int, *, key: st
     """
     if high <= low:
         st.session_state[key] = low
-        container.caption(f"{label}: {low} (the only value these settings allow)")
+        container.caption(f"{escape_markdown(label)}: {low} (the only value these settings allow)")
         return low
     return int(container.slider(label, low, high, key=key, **kwargs))
 

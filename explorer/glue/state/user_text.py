@@ -5,12 +5,9 @@ Its own module, below settings and real_fit, so that real_fit need not import se
 
 from __future__ import annotations
 
-import re
+from explorer.views.markdown_text import code_span
 
 
 def quote(value: object, limit: int = 40) -> str:
-    """User text made safe to show in a notice: a code span, truncated, no backticks or newlines."""
-    text = str(value)
-    text = text if len(text) <= limit else text[:limit] + "…"
-    text = re.sub(r"[`\r\n\t]", " ", text)
-    return f"`{text}`" if text.strip() else "`(empty)`"
+    """User text made safe to show in a notice: a code span (explorer.views.markdown_text), truncated."""
+    return code_span(value, limit)

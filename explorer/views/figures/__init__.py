@@ -31,7 +31,7 @@ from __future__ import annotations
 from .describe import as_table, describe
 from .diagrams import RESHAPE_STAGES, reshape_figure
 from .downsample import weights_top
-from .heatmap_layout import FULL_FIGURE_PX, one_column, stage_cell_text
+from .heatmap_layout import FULL_FIGURE_PX, bar_follows_stage, one_column, stage_cell_text
 from .heatmaps import heads_heatmap, matrix_heatmap
 from .lines import bar_chart, line_chart
 from .style import (
@@ -39,6 +39,7 @@ from .style import (
     BASE_FONT_SIZE,
     DISPLAY_CELL_BUDGET,
     GRID_COLOR,
+    HALF_FIGURE_PX,
     HEAD_COLORS,
     HOVER_EXACT_LIMIT,
     HOVER_TOKENS_LIMIT,
@@ -54,6 +55,7 @@ from .style import (
     escape_markdown,
     figure_nbytes,
     finish_figure,
+    half_figure_px,
     head_colors,
     legend_px,
     png_config,
@@ -76,8 +78,10 @@ __all__ = [
     "FULL_FIGURE_PX",
     "one_column",
     "stage_cell_text",
+    "bar_follows_stage",
     "GRID_COLOR",
     "NAN_COLOR",
+    "HALF_FIGURE_PX",
     "NARROW_FIGURE_PX",
     "PRESENTER_SCALE",
     "RESHAPE_STAGES",
@@ -90,6 +94,7 @@ __all__ = [
     "bar_chart",
     "decode_array",
     "figure_nbytes",
+    "half_figure_px",
     "head_colors",
     "legend_px",
     "heads_heatmap",

@@ -156,7 +156,9 @@ def colorbar_ticks(
         ticks, labels = [lo, hi], [_tick_label(lo), _tick_label(hi)]
         return ticks, labels[:1] + [f"≥ {labels[1]}" if clipped_top else labels[1]]
     step = nice_step((hi - lo) / (max_ticks - 1))
-    margin = max(0.12, 0.6 / max_ticks) * (hi - lo)  # no round tick this close to an end label
+    # no round tick this close to an end label: a label a line tall, max_ticks lines on the bar (0.6 / max_ticks put
+    # "-0.1" on the end label "-0.132" of a short bar)
+    margin = max(0.12, 1.0 / max_ticks) * (hi - lo)
     inner = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
     inner = [0.0 if abs(t) < step * 1e-6 else t for t in inner if lo + margin < t < hi - margin]
     ticks = [lo, *inner, hi]

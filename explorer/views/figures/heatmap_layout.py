@@ -201,6 +201,21 @@ def least_stage_cell_px(size: PanelSize, figure, labels_px: float, presenter: bo
     return size.cell_width * min(1.0, scale)
 
 
+def bar_follows_stage(figure):
+    """A copy whose colour bar is a fraction of the plot's height, not pixels: a stage resizes the plot, and the
+    masked/NaN legend under the bar is placed as a fraction of it, so the bar must follow (on presenter mode's step 6
+    the pixel bar kept its length while the legend moved up onto its last label). Figures without one come back."""
+    bar = figure.layout.coloraxis.colorbar if figure.layout.coloraxis else None
+    legend = any(trace.showlegend for trace in figure.data)  # the masked/NaN swatches
+    if not legend or bar is None or bar.lenmode != "pixels" or not bar.len or not figure.layout.height:
+        return figure
+    margin = figure.layout.margin
+    plot_px = figure.layout.height - (margin.t or 0) - (margin.b or 0)
+    spec = figure.to_dict()  # a deep copy: the figure given may be a cached one every session shares
+    spec["layout"]["coloraxis"]["colorbar"] |= {"lenmode": "fraction", "len": bar.len / plot_px}
+    return to_figure(spec)
+
+
 def stage_cell_text(figure) -> tuple[object, int, int] | None:
     """(a copy printing its cell values, least stage width, least stage height): the stage's drawn cells hold them.
 

@@ -221,12 +221,12 @@ def _swatches(data: list[dict], masked_label: str, presenter: bool) -> list[dict
 
 
 def _legend_under_bar(layout: dict, data: list[dict], masked_label: str, bar_px, plot_px, presenter) -> float:
-    """The masked/NaN legend under the colour bar, never over its last label; returns how far down the two reach
-    from the plot's top, in px (the figure reaches down to hold both)."""
+    """The masked/NaN legend under the colour bar and its last label; returns how far down both reach (px)."""
     swatches = _swatches(data, masked_label, presenter)
     data += swatches
-    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 1 - (bar_px + LEGEND_GAP_PX) / plot_px, "yanchor": "top"}
-    return bar_px + (LEGEND_GAP_PX + legend_px(len(swatches), presenter) if swatches else 0)
+    end_px = bar_px + 0.75 * font_size(presenter)  # half a line of the last label hangs below the bar (issue 42)
+    layout["legend"] = {"x": 1.0, "xanchor": "left", "y": 1 - (end_px + LEGEND_GAP_PX) / plot_px, "yanchor": "top"}
+    return end_px + (LEGEND_GAP_PX + legend_px(len(swatches), presenter) if swatches else 0)
 
 
 def _heatmap_figure(

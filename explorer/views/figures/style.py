@@ -29,6 +29,7 @@ import plotly.graph_objects as go
 
 from explorer.views.figures.margins import hold_margins
 from explorer.views.figures.text_width import MARKUP
+from explorer.views.markdown_text import escape_markdown  # noqa: F401  (figures re-exports it; one helper)
 
 BASE_FONT_SIZE = 15
 PRESENTER_SCALE = 1.6
@@ -57,6 +58,14 @@ GRID_COLOR = "rgba(128,128,128,0.3)"  # reads on a light and on a dark page
 TITLE_CHARS = 50
 TITLE_CHARS_PRESENTER = 32
 NARROW_FIGURE_PX = 500  # half a wide page on a 1280-px screen with the sidebar open (Step through's right column)
+# Half the main column on a 1280-px screen with the sidebar open (two figures to a row, st.columns(2)): 820 px less
+# the gap, 402. Planned for 500, their square cells shrank to fit and left blank under them, and titles were cut.
+HALF_FIGURE_PX = 400
+
+
+def half_figure_px(presenter: bool) -> int:
+    """The width a figure two to a row is planned for: presenter mode stacks them in a wider column."""
+    return NARROW_FIGURE_PX if presenter else HALF_FIGURE_PX
 
 
 @dataclass(frozen=True)
@@ -162,15 +171,6 @@ def _slug(title: str) -> str:
 def escape_label(label: object) -> str:
     """Token text is shown as plotly pseudo-HTML; a token such as "<|endoftext|>" must not be read as a tag."""
     return html.escape(str(label), quote=False)
-
-
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:=^&%])")
-
-
-def escape_markdown(label: object) -> str:
-    """Token text inside a markdown string (a panel's title, a caption, a heading): every ASCII punctuation mark that
-    markdown or Streamlit's directives read (``__init__`` bold, ``$x$`` maths, ``:red[x]``) backslash-escaped."""
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(label))
 
 
 def tick_labels(labels: Sequence[object] | None, n: int, what: str) -> list[str]:
