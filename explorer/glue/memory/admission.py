@@ -37,6 +37,7 @@ import ctypes
 import gc
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -53,11 +54,12 @@ log = logging.getLogger("mha_explorer")
 # --- budgets (measured: README, "A class on one small server") --------------------------------------------------------
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
-# What one job may add to the process at its peak (explorer.glue.memory.budget estimates it for every page). 690 MB
-# less what a warm server holds after one visit of every page (385 MB) and the byte-bounded caches (64 MB), with room
-# for an estimate that errs low by a quarter (explorer.glue.memory.budget).
+# What one job may add to the process at its peak on a 690 MB server (explorer.glue.memory.budget estimates it for
+# every page): 690 MB less what a warm server holds after one visit of every page (385 MB) and the byte-bounded
+# caches (64 MB), with room for an estimate that errs low by a quarter. The gate admits ``budget.job_bytes()``: this
+# on 690 MB and more, less on a smaller server or once the server at rest holds more than a warm one.
 JOB_BYTES = budget.JOB_BYTES
-LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue
+LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue (at most)
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy
 POLL_S = 0.2  # how often a waiting job checks whether its session still exists
@@ -93,10 +95,11 @@ class Gate:
     """A fair queue in front of ``slots`` heavy jobs at once, each at most ``capacity_bytes``.
 
     The next job is the waiting one whose client was served longest ago (never served first), then the earliest.
-    ``active``, ``peak_active`` and ``admitted`` are for tests and the load report.
+    ``capacity_bytes`` None: ``budget.job_bytes()``, read at each admission (the server's budget and its measured
+    rest). ``active``, ``peak_active`` and ``admitted`` are for tests and the load report.
     """
 
-    def __init__(self, slots: int = HEAVY_SLOTS, capacity_bytes: int = JOB_BYTES, max_waiting: int = MAX_WAITING):
+    def __init__(self, slots: int = HEAVY_SLOTS, capacity_bytes: int | None = None, max_waiting: int = MAX_WAITING):
         self.slots, self.capacity_bytes, self.max_waiting = slots, capacity_bytes, max_waiting
         self._cond = threading.Condition()
         self._waiting: list[Ticket] = []
@@ -182,9 +185,11 @@ class Gate:
         if getattr(self._holder, "inside", False):
             yield
             return
-        if need_bytes > self.capacity_bytes:
+        capacity = budget.job_bytes() if self.capacity_bytes is None else self.capacity_bytes
+        if need_bytes > capacity:
             raise OverBudgetError(
-                f"{label} needs about {need_bytes / MB:.0f} MB, over the {self.capacity_bytes / MB:.0f} MB budget"
+                f"{label} needs about {need_bytes / MB:.0f} MB, over the {capacity / MB:.0f} MB one run may use "
+                f"within {budget.budget_words()}"
             )
         session, client = visitor or (None, f"thread-{threading.get_ident()}")
         ticket = self._enqueue(label, need_bytes, client, session)
@@ -234,6 +239,12 @@ def ran_heavy() -> bool:
     return flag
 
 
+def light_bytes() -> int:
+    """Jobs under this pass without the queue: LIGHT_BYTES, or a quarter of one job's budget on a smaller server (so
+    that light jobs at once stay within one heavy job's room)."""
+    return min(LIGHT_BYTES, budget.job_bytes() // 4)
+
+
 def admit(
     label: str,
     *,
@@ -253,7 +264,7 @@ def admit(
     the page that shows the place in the queue and the time waited.
     """
     if heavy is None:
-        heavy = need_bytes is None or need_bytes > LIGHT_BYTES
+        heavy = need_bytes is None or need_bytes > light_bytes()
     if not heavy:
         return contextlib.nullcontext()
     return GATE.admit(
@@ -369,15 +380,35 @@ class _Pages:
             self.running = max(0, self.running - 1)
             since = self._clock() - self._last_s
             due = since >= TRIM_BUSY_S or (self.running == 0 and since >= TRIM_EVERY_S)
+            at_rest = due and self.running == 0
             if due:
                 self._last_s, self.trims = self._clock(), self.trims + 1
         if due:
             trim()
+        if at_rest and Runtime.exists():  # a server at rest: what it holds now is its baseline (the gate follows it)
+            budget.note_rest(own_rss_bytes(), self.cached())
+
+    @staticmethod
+    def cached() -> int:
+        """The caches' bytes now (``caches`` sets this: it imports this module)."""
+        return 0
 
 
 PAGES = _Pages()
 page_started = PAGES.started  # a page's run begins (boundary.run_page)
 page_finished = PAGES.finished  # and ends: the last one running trims the heap
+
+
+def own_rss_bytes() -> int:
+    """This process's resident memory, from /proc (0 where there is none: the baseline then stays WARM_BYTES)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+PAGE_SIZE = 4096 if not hasattr(os, "sysconf") else os.sysconf("SC_PAGE_SIZE")
 
 
 def _load_libc():

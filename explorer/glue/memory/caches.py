@@ -32,7 +32,7 @@ from explorer.views import attention_explorer
 from mha_core.runs import forward as runs
 
 MB = 2**20
-TOTAL_BYTES = 64 * MB  # every byte-bounded cache together
+TOTAL_BYTES = 64 * MB  # every byte-bounded cache together, at most (less on a smaller server: budget.cache_bytes)
 
 
 def size_of(value, _seen: set[int] | None = None, _depth: int = 0) -> int:
@@ -152,13 +152,15 @@ class _Registry:
     def enforce_total(self) -> None:
         """Drop the oldest entry of the largest cache that can drop one (held downloads cannot) until within."""
         with self._lock:
-            while self.total() > TOTAL_BYTES:
+            limit = min(TOTAL_BYTES, budget.cache_bytes())
+            while self.total() > limit:
                 if not any(cache.pop_oldest() for cache in sorted(self.caches, key=lambda c: -c.bytes)):
                     break
 
 
 _REGISTRY = _Registry()
 _REGISTRY.add(downloads.HELD)  # made files waiting to be sent count in TOTAL_BYTES: cached views make room for them
+admission.PAGES.cached = _REGISTRY.total  # the server's measured rest leaves out what its caches hold
 
 
 def clear_all() -> None:
@@ -242,7 +244,7 @@ def fit_page(settings: Settings, page: str) -> Settings:
 
 def is_heavy(settings: Settings, page: str = "explorer") -> bool:
     """A run that adds more than LIGHT_BYTES waits its turn in the gate."""
-    return budget.need_bytes(page, settings) > admission.LIGHT_BYTES
+    return budget.need_bytes(page, settings) > admission.light_bytes()
 
 
 def heavy_gate(settings: Settings, page: str = "explorer"):
@@ -344,8 +346,8 @@ def real_model_label(settings: Settings) -> str:
 
 def npz_offered(settings: Settings) -> bool:
     """The .npz download is offered when making it fits the one budget and the file fits what the caches may hold
-    while it waits to be fetched (``downloads.MAX_HELD_BYTES``, within ``TOTAL_BYTES``)."""
-    return budget.fits("npz", settings) and npz_file_bytes(settings) <= downloads.MAX_HELD_BYTES
+    while it waits to be fetched (``downloads.held_bytes()``, within the caches' bytes)."""
+    return budget.fits("npz", settings) and npz_file_bytes(settings) <= downloads.held_bytes()
 
 
 def npz_download(settings: Settings):
