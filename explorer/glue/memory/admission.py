@@ -385,7 +385,7 @@ class _Pages:
                 self._last_s, self.trims = self._clock(), self.trims + 1
         if due:
             trim()
-        if at_rest and Runtime.exists():  # a server at rest: what it holds now is its baseline (the gate follows it)
+        if at_rest and _serving():  # a server at rest: what it holds now is its baseline (the gate follows it)
             budget.note_rest(own_rss_bytes(), self.cached())
 
     @staticmethod
@@ -397,6 +397,11 @@ class _Pages:
 PAGES = _Pages()
 page_started = PAGES.started  # a page's run begins (boundary.run_page)
 page_finished = PAGES.finished  # and ends: the last one running trims the heap
+
+
+def _serving() -> bool:
+    """A real Streamlit server runs this process (not AppTest, not a test's stand-in): its RSS is a server's."""
+    return Runtime.exists() and isinstance(Runtime.instance(), Runtime)
 
 
 def own_rss_bytes() -> int:
