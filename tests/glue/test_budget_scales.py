@@ -36,15 +36,15 @@ def test_at_690_mb_and_above_the_budgets_are_the_measured_ones(server_mb):
         server_mb(mb)
         assert budget.job_bytes() == budget.JOB_BYTES and budget.cache_bytes() == caches.TOTAL_BYTES
         assert downloads.held_bytes() == downloads.MAX_HELD_BYTES
-        assert admission.light_bytes() == admission.LIGHT_BYTES and not budget.light_only()
+        assert budget.light_bytes() == admission.LIGHT_BYTES and not budget.light_only()
 
 
 @pytest.mark.parametrize("mb", [600, 500, 450, 430])
 def test_below_690_mb_job_caches_and_downloads_shrink_and_still_add_up_to_the_server(server_mb, mb):
     server_mb(690)
-    full = budget.job_bytes(), budget.cache_bytes(), downloads.held_bytes(), admission.light_bytes()
+    full = budget.job_bytes(), budget.cache_bytes(), downloads.held_bytes(), budget.light_bytes()
     server_mb(mb)
-    now = budget.job_bytes(), budget.cache_bytes(), downloads.held_bytes(), admission.light_bytes()
+    now = budget.job_bytes(), budget.cache_bytes(), downloads.held_bytes(), budget.light_bytes()
     assert all(small < big for small, big in zip(now[:3], full[:3], strict=True)), (now, full)
     assert now[3] <= full[3] and now[3] * 4 <= now[0]  # light jobs at once stay within one job's room
     assert held_at_peak() <= mb * MB, (held_at_peak() / MB, mb)
@@ -83,6 +83,7 @@ def test_a_used_server_measured_at_rest_admits_less_than_a_fresh_one(server_mb):
     budget.note_rest(rss=466 * MB, cached=40 * MB)
     assert budget.baseline_bytes() == 426 * MB
     assert budget.job_bytes() < fresh and held_at_peak() <= 690 * MB
+    assert budget.gate_bytes() == fresh  # the gate never refuses a job fitted before the rest was measured again
     budget.note_rest(rss=300 * MB, cached=0)  # less than a warm server: the warm server's bytes still count
     assert budget.baseline_bytes() == budget.WARM_BYTES
 

@@ -289,28 +289,7 @@ def gate(name: str):
 # --- what pages draw, cached on (model, text) ------------------------------------------------------------------------
 
 
-def _in_byte_caches(max_bytes: int, max_entries: int, spinner: str):
-    """``caches.byte_cached``, made on the first call (caches imports this module): a sentence's readings and views
-    count in the caches' bytes, which follow the server's budget. As st.cache_resource entries they were bounded by
-    count only: ten Real heads tabs, each its sentence and its repeat, kept 33 MB the budget did not see (issue 43)."""
-
-    def decorate(function):
-        made, lock = [], threading.Lock()
-
-        def call(*args):
-            with lock:
-                if not made:
-                    from explorer.glue.memory import caches  # noqa: PLC0415 - caches imports this module
-
-                    made.append(caches.byte_cached(max_bytes, max_entries, ttl_s=1800, spinner=spinner)(function))
-            return made[0](*args)
-
-        return call
-
-    return decorate
-
-
-@_in_byte_caches(16 * MB, max_entries=32, spinner="Reading the sentence…")
+@st.cache_resource(max_entries=32, ttl=1800, show_spinner="Reading the sentence…")
 def _text_reading(name: str, text: str) -> model_heads.TextReading:
     model, tok = model_and_tokenizer(name)
     return model_heads.read_text(model, tok, token_ids(name, text)[: page_cap(name)])
@@ -353,7 +332,7 @@ def _layer_module(name: str, layer: int):
     return model_and_tokenizer(name)[0].attention_module(layer)
 
 
-@_in_byte_caches(16 * MB, max_entries=16, spinner="Running the model up to this layer…")
+@st.cache_resource(max_entries=16, ttl=1800, show_spinner="Running the model up to this layer…")
 def _layer_input(name: str, text: str, layer: int, num_tokens: int):
     model, tok = model_and_tokenizer(name)
     ids = token_ids(name, text)[:num_tokens]
@@ -370,7 +349,7 @@ def explorer_input(name: str, text: str, layer: int, num_tokens: int):
         return _layer_module(name, layer), x, list(labels)
 
 
-@_in_byte_caches(16 * MB, max_entries=16, spinner="Drawing every head…")
+@st.cache_resource(max_entries=16, ttl=1800, show_spinner="Drawing every head…")
 def _page_view(name: str, text: str, presenter: bool):
     vocab = facts(name).vocab_size
     reading = _text_reading(name, text)

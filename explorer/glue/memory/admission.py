@@ -4,9 +4,9 @@ A public link can ask for the explorer at its largest, a trained model, or the C
 of those adds hundreds of MB or many CPU-seconds to a server that thirty students share (690 MB, 2 CPUs on
 Community Cloud's smallest app). So:
 
-* every expensive job says what it needs in bytes (``explorer.glue.memory.budget`` estimates each page's peak) and goes
-  through ``admit`` and the one process-wide ``GATE``. A job above ``LIGHT_BYTES`` (or any training or measurement)
-  runs one at a time, so peaks never add up; a job over ``JOB_BYTES`` is refused (pages fit their settings first);
+* every expensive job says what it needs in bytes (``budget`` estimates each page's peak) and goes through ``admit``
+  and the one ``GATE``: a job above ``budget.light_bytes()`` (or any training or measurement) runs one at a time, so
+  peaks never add up; a job over ``budget.gate_bytes()`` (the server's budget) is refused with a notice naming it;
 * the queue is fair: visitors are served in turn (the one served longest ago first, then first come, first served),
   and a tab has at most one job waiting (a newer request of the same tab takes its place in the queue), so one
   student's many tabs never push another student back more than one job;
@@ -24,10 +24,7 @@ A new heavy path declares what it adds at its peak, in bytes, before it allocate
     with admission.admit("loading GPT-2", need_bytes=need):
         ...
 
-A job over ``JOB_BYTES`` raises ``OverBudgetError`` (fit the settings first: ``budget.fitted``); the old form
-``admit(label, heavy=True)`` still gates time-heavy work without bytes. Cached results go in ``caches.byte_cached``.
-
-No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to this module.
+Over the budget: ``OverBudgetError`` (fit first: ``budget.fitted``); ``heavy=True`` gates time-heavy work.
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ import ctypes
 import gc
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -54,12 +50,9 @@ log = logging.getLogger("mha_explorer")
 # --- budgets (measured: README, "A class on one small server") --------------------------------------------------------
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
-# What one job may add to the process at its peak on a 690 MB server (explorer.glue.memory.budget estimates it for
-# every page): 690 MB less what a warm server holds after one visit of every page (385 MB) and the byte-bounded
-# caches (64 MB), with room for an estimate that errs low by a quarter. The gate admits ``budget.job_bytes()``: this
-# on 690 MB and more, less on a smaller server or once the server at rest holds more than a warm one.
+# One job's bytes on 690 MB and more (budget.JOB_BYTES); less on a smaller server (budget.job_bytes, gate_bytes).
 JOB_BYTES = budget.JOB_BYTES
-LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue (at most)
+LIGHT_BYTES = budget.LIGHT_BYTES  # jobs under budget.light_bytes() (a class's settings) pass without the queue
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy
 POLL_S = 0.2  # how often a waiting job checks whether its session still exists
@@ -95,8 +88,8 @@ class Gate:
     """A fair queue in front of ``slots`` heavy jobs at once, each at most ``capacity_bytes``.
 
     The next job is the waiting one whose client was served longest ago (never served first), then the earliest.
-    ``capacity_bytes`` None: ``budget.job_bytes()``, read at each admission (the server's budget and its measured
-    rest). ``active``, ``peak_active`` and ``admitted`` are for tests and the load report.
+    ``capacity_bytes`` None: ``budget.gate_bytes()``, read at each admission (the server's budget). ``active``,
+    ``peak_active`` and ``admitted`` are for tests and the load report.
     """
 
     def __init__(self, slots: int = HEAVY_SLOTS, capacity_bytes: int | None = None, max_waiting: int = MAX_WAITING):
@@ -185,7 +178,7 @@ class Gate:
         if getattr(self._holder, "inside", False):
             yield
             return
-        capacity = budget.job_bytes() if self.capacity_bytes is None else self.capacity_bytes
+        capacity = budget.gate_bytes() if self.capacity_bytes is None else self.capacity_bytes
         if need_bytes > capacity:
             raise OverBudgetError(
                 f"{label} needs about {need_bytes / MB:.0f} MB, over the {capacity / MB:.0f} MB one run may use "
@@ -239,12 +232,6 @@ def ran_heavy() -> bool:
     return flag
 
 
-def light_bytes() -> int:
-    """Jobs under this pass without the queue: LIGHT_BYTES, or a quarter of one job's budget on a smaller server (so
-    that light jobs at once stay within one heavy job's room)."""
-    return min(LIGHT_BYTES, budget.job_bytes() // 4)
-
-
 def admit(
     label: str,
     *,
@@ -264,7 +251,7 @@ def admit(
     the page that shows the place in the queue and the time waited.
     """
     if heavy is None:
-        heavy = need_bytes is None or need_bytes > light_bytes()
+        heavy = need_bytes is None or need_bytes > budget.light_bytes()
     if not heavy:
         return contextlib.nullcontext()
     return GATE.admit(
@@ -370,6 +357,7 @@ class _Pages:
         self._lock, self._clock = threading.Lock(), clock
         self.running = self.trims = 0
         self._last_s = clock()
+        self.cached: Callable[[], int] = lambda: 0  # the caches' bytes now (caches sets it: it imports this module)
 
     def started(self) -> None:
         with self._lock:
@@ -385,35 +373,13 @@ class _Pages:
                 self._last_s, self.trims = self._clock(), self.trims + 1
         if due:
             trim()
-        if at_rest and _serving():  # a server at rest: what it holds now is its baseline (the gate follows it)
-            budget.note_rest(own_rss_bytes(), self.cached())
-
-    @staticmethod
-    def cached() -> int:
-        """The caches' bytes now (``caches`` sets this: it imports this module)."""
-        return 0
+        if at_rest and Runtime.exists() and isinstance(Runtime.instance(), Runtime):  # a real server at rest:
+            budget.note_rest(budget.own_rss_bytes(), self.cached())  # its baseline now: pages fit to it
 
 
 PAGES = _Pages()
 page_started = PAGES.started  # a page's run begins (boundary.run_page)
 page_finished = PAGES.finished  # and ends: the last one running trims the heap
-
-
-def _serving() -> bool:
-    """A real Streamlit server runs this process (not AppTest, not a test's stand-in): its RSS is a server's."""
-    return Runtime.exists() and isinstance(Runtime.instance(), Runtime)
-
-
-def own_rss_bytes() -> int:
-    """This process's resident memory, from /proc (0 where there is none: the baseline then stays WARM_BYTES)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * PAGE_SIZE
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-PAGE_SIZE = 4096 if not hasattr(os, "sysconf") else os.sysconf("SC_PAGE_SIZE")
 
 
 def _load_libc():

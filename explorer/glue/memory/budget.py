@@ -34,7 +34,8 @@ JOB_BYTES = 192 * MB  # the most one job's estimate may add at its peak, at 690 
 # the caches take CACHE_SHARE of it (64 of 305 MB at 690), at least MIN_CACHE_BYTES; one job the rest, less a quarter.
 CACHE_SHARE = 0.21
 MIN_CACHE_BYTES = 8 * MB
-MIN_JOB_BYTES = 24 * MB  # admission.LIGHT_BYTES: a smaller job budget runs only light work ("light only")
+LIGHT_BYTES = 24 * MB  # a job under this (a class's settings) passes the gate without the queue, at 690 MB
+MIN_JOB_BYTES = LIGHT_BYTES  # a smaller job budget runs only light work ("light only")
 ESTIMATE_ERROR = 1.25  # how far a measured peak may exceed its estimate
 FIXED_BYTES = 12 * MB  # what any run adds besides its matrices: Python objects, small figures, the page's messages
 CROSS_TOKENS = 32  # the masks page's longest query and key lengths (mha_core.runs.teaching.MAX_CROSS_TOKENS)
@@ -149,6 +150,7 @@ def server_source() -> str:
     return server_memory()[1]
 
 
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _REST = {"bytes": 0}  # the process's RSS at rest less what its caches held then (``note_rest``), measured
 
 
@@ -157,6 +159,15 @@ def note_rest(rss: int, cached: int) -> None:
     A used server keeps more than a fresh warm one (glibc's free pages, imports, Streamlit's stores); the gate then
     admits less."""
     _REST["bytes"] = max(0, rss - cached)
+
+
+def own_rss_bytes() -> int:
+    """This process's resident memory, from /proc (0 where there is none: the baseline then stays WARM_BYTES)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def baseline_bytes() -> int:
@@ -185,8 +196,20 @@ def job_room() -> int:
 
 def job_bytes() -> int:
     """The most one job's estimate may add at its peak: 192 MB at 690 MB and above, less below, at least
-    MIN_JOB_BYTES (light work runs on any server)."""
+    MIN_JOB_BYTES (light work runs on any server). Pages fit their settings to it."""
     return max(MIN_JOB_BYTES, job_room())
+
+
+def gate_bytes() -> int:
+    """What the gate refuses above: ``job_bytes`` of a server at its warm baseline (WARM_BYTES, not the measured
+    rest), so a job fitted a moment before the rest was measured again is never refused; it may only be larger."""
+    return max(MIN_JOB_BYTES, shares(server_bytes(), WARM_BYTES)[1])
+
+
+def light_bytes() -> int:
+    """Jobs under this pass the gate without the queue: LIGHT_BYTES, or a quarter of one job's budget on a smaller
+    server (so that light jobs at once stay within one heavy job's room)."""
+    return min(LIGHT_BYTES, job_bytes() // 4)
 
 
 def light_only() -> bool:

@@ -244,7 +244,7 @@ def fit_page(settings: Settings, page: str) -> Settings:
 
 def is_heavy(settings: Settings, page: str = "explorer") -> bool:
     """A run that adds more than LIGHT_BYTES waits its turn in the gate."""
-    return budget.need_bytes(page, settings) > admission.light_bytes()
+    return budget.need_bytes(page, settings) > budget.light_bytes()
 
 
 def heavy_gate(settings: Settings, page: str = "explorer"):

@@ -6,7 +6,7 @@ sentence, write 80 tokens, 4 heads knocked out), Attention variants at its large
 link, 20 tabs downloading the trace (fetching the file), 120 s idle, the heaviest links at once. Prints each phase's
 peak and settled RSS (server and children, MB) and whether it stayed in the budget; exits 1 when it did not.
 
-    python bench/morning.py [--server-mb 450] [--short]
+    python bench/class_morning.py [--server-mb 450] [--short]
 
 ``--server-mb`` sets ``MHA_SERVER_MB`` for the server (the budget the gate reads); ``--short`` runs the CI test's
 shorter morning (``harness.morning.SHORT``). Last result: docs/memory.md, "A class's morning".
