@@ -7,22 +7,16 @@ Community Cloud's smallest app). So:
 * every expensive job says what it needs in bytes (``budget`` estimates each page's peak) and goes through ``admit``
   and the one ``GATE``: a job above ``budget.light_bytes()`` (or any training or measurement) runs one at a time, so
   peaks never add up; a job over ``budget.gate_bytes()`` (the server's budget) is refused with a notice naming it;
-* the queue is fair: visitors are served in turn (the one served longest ago first, then first come, first served),
-  and a tab has at most one job waiting (a newer request of the same tab takes its place in the queue), so one
-  student's many tabs never push another student back more than one job;
-* a waiting job sees its place and the time waited (``on_wait``), and is told the server is busy only when the
-  queue is full (``MAX_WAITING``), never while its turn is coming;
-* a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (between
-  training steps, between measurements). A closed tab costs the server nothing more (``SessionEndedError``);
-* after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns; and when
-  the last running page finishes (``page_finished``), what light pages freed goes back too.
+* the queue is fair: visitors are served in turn (the one served longest ago first, then the earliest), and a tab
+  has at most one job waiting (a newer request takes its place), so one student's tabs never push another back more
+  than one job; a waiting job sees its place and the time waited, "busy" only when ``MAX_WAITING`` jobs wait;
+* a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (``SessionEndedError``);
+* a heavy job's slot is held until its page has sent what it drew; freed memory then goes back to the OS
+  (``release_memory``), and when the last running page finishes (``page_finished``), what light pages freed too.
 
 A new heavy path declares what it adds at its peak, in bytes, before it allocates anything::
 
-    need = budget.need_bytes("explorer", settings)      # a page with factors in budget.FACTORS, or
-    need = 2 * weights_bytes + activations_bytes         # any estimate of its own, measured once (bench/)
-    with admission.admit("loading GPT-2", need_bytes=need):
-        ...
+    with admission.admit("loading GPT-2", need_bytes=budget.need_bytes("explorer", settings)):  # or its own estimate
 
 Over the budget: ``OverBudgetError`` (fit first: ``budget.fitted``); ``heavy=True`` gates time-heavy work.
 """
@@ -50,8 +44,7 @@ log = logging.getLogger("mha_explorer")
 # --- budgets (measured: README, "A class on one small server") --------------------------------------------------------
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
-# One job's bytes on 690 MB and more (budget.JOB_BYTES); less on a smaller server (budget.job_bytes, gate_bytes).
-JOB_BYTES = budget.JOB_BYTES
+JOB_BYTES = budget.JOB_BYTES  # on 690 MB and more; less on a smaller server (budget.job_bytes, gate_bytes)
 LIGHT_BYTES = budget.LIGHT_BYTES  # jobs under budget.light_bytes() (a class's settings) pass without the queue
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy
@@ -196,9 +189,15 @@ class Gate:
         try:
             yield
         finally:
-            self._holder.inside = False
-            self._leave(ticket)
+            if getattr(_IN_PAGE, "on", False):  # its figures are serialised and sent under the slot too (page_finished)
+                _IN_PAGE.held = [*getattr(_IN_PAGE, "held", []), (self, ticket)]
+            else:
+                self.release(ticket)
             release_memory()
+
+    def release(self, ticket: Ticket) -> None:  # at the job's end, or when its page has sent its figures
+        self._holder.inside = False
+        self._leave(ticket)
 
     def _wait_turn(self, ticket: Ticket, should_stop, wait_s: float | None, on_wait) -> None:
         begin, waited, logged = time.monotonic(), 0.0, False
@@ -222,6 +221,9 @@ class Gate:
 
 
 GATE = Gate()
+# A page's script thread: running (``on``), and the heavy slots its jobs hold until it ends (``held``). Released at the
+# job's end, the next job's peak met this page's figures being sent (issue 43: 6 heaviest links at once, 450 MB: 482).
+_IN_PAGE = threading.local()
 _RAN_HEAVY = threading.local()  # set in a thread that ran a heavy job: its page hands memory back when it ends
 
 
@@ -283,9 +285,6 @@ def either(*checks: Callable[[], bool] | None) -> Callable[[], bool]:
     return lambda: any(check() for check in present)
 
 
-# --- who is asking, and what they see while they wait ---------------------------------------------------------
-
-
 def current_visitor() -> tuple[str | None, str] | None:
     """(session id, client) of the script running in this thread, or None outside a session.
 
@@ -327,14 +326,9 @@ def queue_notice() -> Callable[[int, float], None] | None:
     return show
 
 
-# --- memory back to the OS --------------------------------------------------------------------------------------
-
-
 def release_memory() -> None:
-    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them).
-
-    Cheap: the start-up heap is frozen out of the collector (``server_setup``), so this walks only what sessions made.
-    """
+    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them). Cheap: the start-up
+    heap is frozen out of the collector (``server_setup``), so this walks only what sessions made."""
     gc.collect()
     trim()
 
@@ -360,10 +354,15 @@ class _Pages:
         self.cached: Callable[[], int] = lambda: 0  # the caches' bytes now (caches sets it: it imports this module)
 
     def started(self) -> None:
+        _IN_PAGE.on = True
         with self._lock:
             self.running += 1
 
     def finished(self) -> None:
+        _IN_PAGE.on = False  # a heavy job's slot, held while its page built and sent what it drew, goes to the next
+        for gate, ticket in getattr(_IN_PAGE, "held", []):
+            gate.release(ticket)
+        _IN_PAGE.held = []
         with self._lock:
             self.running = max(0, self.running - 1)
             since = self._clock() - self._last_s
@@ -383,11 +382,8 @@ page_finished = PAGES.finished  # and ends: the last one running trims the heap
 
 
 def _load_libc():
-    """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas.
-
-    The arena cap comes too late to cap anything (Streamlit's threads have made 6 arenas by the first page run, and
-    glibc keeps them); capping them from the process's start changed nothing measurable (docs/memory.md).
-    """
+    """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas (too late
+    to cap Streamlit's 6; capped from the process's start, nothing measurable changed: docs/memory.md)."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-8, 2)  # M_ARENA_MAX
