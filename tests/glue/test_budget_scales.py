@@ -4,9 +4,12 @@ and with the baseline measured at rest; below the stated minimum only light work
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from explorer.glue.memory import admission, budget, caches, downloads
+from explorer.glue.memory import admission, budget, caches, crowd, downloads
 from explorer.glue.state.settings import parse_query
 
 from ..apptest_helpers import run_page
@@ -110,3 +113,34 @@ def test_pages_that_need_more_say_so_on_a_light_only_server_and_light_pages_do_n
     masks = run_page("pages/3_Masks_and_cross_attention.py")
     assert not masks.exception and not masks.error
     assert not any("Light pages only" in w.value for w in masks.warning)
+
+
+def test_below_690_mb_pages_take_turns_and_a_closed_tab_stops_waiting(server_mb):
+    server_mb(690)
+    assert crowd.pages_at_once() is None  # a class on 690 MB runs as before
+    server_mb(450)
+    assert crowd.pages_at_once() == crowd.MIN_PAGES  # 450 MB leaves no room beside one job: two at once
+    gate = crowd.Crowd(limit=lambda: 2)
+    inside, release, order = threading.Barrier(3), threading.Event(), []
+
+    def page(name: str) -> None:
+        with gate.turn():
+            order.append(name)
+            if name != "third":
+                inside.wait(10)
+                release.wait(10)
+
+    first, second = (threading.Thread(target=page, args=(n,)) for n in ("first", "second"))
+    first.start(), second.start()
+    inside.wait(10)  # two pages run
+    third = threading.Thread(target=page, args=("third",))
+    third.start()
+    time.sleep(0.5)
+    assert gate.running == 2 and "third" not in order  # the third waits its turn
+    release.set()
+    for thread in (first, second, third):
+        thread.join(10)
+    assert order[-1] == "third" and gate.peak == 2 and gate.waited == 1
+    closed = crowd.Crowd(limit=lambda: 0)
+    with pytest.raises(admission.SessionEndedError), closed.turn(should_stop=lambda: True):
+        pytest.fail("ran")

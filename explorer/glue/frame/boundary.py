@@ -17,7 +17,7 @@ import torch
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from explorer.glue.frame import chart, server_setup
-from explorer.glue.memory import admission, budget, idle
+from explorer.glue.memory import admission, budget, crowd, idle
 from explorer.glue.state.url import apply_settings
 from explorer.glue.state.user_text import quote
 from explorer.views import figures
@@ -255,6 +255,15 @@ def run_page(main: Callable[[], None], light: bool = False) -> None:
     The user's settings stay in session state and the URL. A page that needs more than light work (``light``
     False) says so first on a server whose memory leaves room for light work only (``budget.light_only``).
     """
+    try:
+        with crowd.CROWD.turn(admission.session_ended()):  # below 690 MB, pages take turns (explorer.glue.memory.crowd)
+            _run_page(main, light)
+    except admission.SessionEndedError as error:
+        log.info("a page waiting for its turn stopped: %s", error)
+
+
+def _run_page(main: Callable[[], None], light: bool) -> None:
+    """``run_page``'s body, once it is this page's turn."""
     admission.page_started()
     try:
         if not light and budget.light_only():
