@@ -28,6 +28,7 @@ import ctypes
 import gc
 import itertools
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -372,7 +373,7 @@ class _Pages:
                 self._last_s, self.trims = self._clock(), self.trims + 1
         if due:
             trim()
-        if at_rest and Runtime.exists() and isinstance(Runtime.instance(), Runtime):  # a real server at rest:
+        if at_rest and "streamlit.web.bootstrap" in sys.modules:  # a `streamlit run` server (not AppTest) at rest:
             budget.note_rest(budget.own_rss_bytes(), self.cached())  # its baseline now: pages fit to it
 
 
