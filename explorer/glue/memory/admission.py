@@ -6,7 +6,7 @@ Community Cloud's smallest app). So:
 
 * every expensive job says what it needs in bytes (``budget`` estimates each page's peak) and goes through ``admit``
   and the one ``GATE``: a job above ``budget.light_bytes()`` (or any training or measurement) runs one at a time, so
-  peaks never add up; a job over ``budget.gate_bytes()`` (the server's budget) is refused with a notice naming it;
+  peaks never add up; a job over ``budget.job_bytes()`` (the server's budget, its measured rest) is refused, said;
 * the queue is fair: visitors are served in turn (the one served longest ago first, then the earliest), and a tab
   has at most one job waiting (a newer request takes its place), so one student's tabs never push another back more
   than one job; a waiting job sees its place and the time waited, "busy" only when ``MAX_WAITING`` jobs wait;
@@ -45,7 +45,7 @@ log = logging.getLogger("mha_explorer")
 # --- budgets (measured: README, "A class on one small server") --------------------------------------------------------
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
-JOB_BYTES = budget.JOB_BYTES  # on 690 MB and more; less on a smaller server (budget.job_bytes, gate_bytes)
+JOB_BYTES = budget.JOB_BYTES  # on 690 MB and more; less on a smaller or used server (budget.job_bytes)
 LIGHT_BYTES = budget.LIGHT_BYTES  # jobs under budget.light_bytes() (a class's settings) pass without the queue
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy
@@ -82,7 +82,7 @@ class Gate:
     """A fair queue in front of ``slots`` heavy jobs at once, each at most ``capacity_bytes``.
 
     The next job is the waiting one whose client was served longest ago (never served first), then the earliest.
-    ``capacity_bytes`` None: ``budget.gate_bytes()``, read at each admission (the server's budget). ``active``,
+    ``capacity_bytes`` None: ``budget.job_bytes()``, read at each admission (what pages fit to). ``active``,
     ``peak_active`` and ``admitted`` are for tests and the load report.
     """
 
@@ -172,7 +172,7 @@ class Gate:
         if getattr(self._holder, "inside", False):
             yield
             return
-        capacity = budget.gate_bytes() if self.capacity_bytes is None else self.capacity_bytes
+        capacity = budget.job_bytes() if self.capacity_bytes is None else self.capacity_bytes
         if need_bytes > capacity:
             raise OverBudgetError(
                 f"{label} needs about {need_bytes / MB:.0f} MB, over the {capacity / MB:.0f} MB one run may use "

@@ -200,12 +200,6 @@ def job_bytes() -> int:
     return max(MIN_JOB_BYTES, job_room())
 
 
-def gate_bytes() -> int:
-    """What the gate refuses above: ``job_bytes`` of a server at its warm baseline (WARM_BYTES, not the measured
-    rest), so a job fitted a moment before the rest was measured again is never refused; it may only be larger."""
-    return max(MIN_JOB_BYTES, shares(server_bytes(), WARM_BYTES)[1])
-
-
 def light_bytes() -> int:
     """Jobs under this pass the gate without the queue: LIGHT_BYTES, or a quarter of one job's budget on a smaller
     server (so that light jobs at once stay within one heavy job's room)."""
