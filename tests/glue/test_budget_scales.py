@@ -30,8 +30,10 @@ def server_mb(monkeypatch):
 
 
 def held_at_peak() -> float:
-    """A warm server (its measured baseline), full caches and one job that errs low by a quarter."""
-    return budget.baseline_bytes() + budget.cache_bytes() + budget.ESTIMATE_ERROR * budget.job_room()
+    """A warm server (its measured baseline), full caches, one job that errs low by a quarter, and below 690 MB the
+    page beside it."""
+    beside = budget.BESIDE_BYTES if budget.server_bytes() < budget.SMALLEST_SERVER_BYTES else 0
+    return budget.baseline_bytes() + budget.cache_bytes() + budget.ESTIMATE_ERROR * budget.job_room() + beside
 
 
 def test_at_690_mb_and_above_the_budgets_are_the_measured_ones(server_mb):
@@ -42,7 +44,7 @@ def test_at_690_mb_and_above_the_budgets_are_the_measured_ones(server_mb):
         assert budget.light_bytes() == admission.LIGHT_BYTES and not budget.light_only()
 
 
-@pytest.mark.parametrize("mb", [600, 500, 450, 430])
+@pytest.mark.parametrize("mb", [600, 500, 450, 440])
 def test_below_690_mb_job_caches_and_downloads_shrink_and_still_add_up_to_the_server(server_mb, mb):
     server_mb(690)
     full = budget.job_bytes(), budget.cache_bytes(), downloads.held_bytes(), budget.light_bytes()

@@ -36,6 +36,10 @@ CACHE_SHARE = 0.21
 MIN_CACHE_BYTES = 8 * MB
 LIGHT_BYTES = 24 * MB  # a job under this (a class's settings) passes the gate without the queue, at 690 MB
 MIN_JOB_BYTES = LIGHT_BYTES  # a smaller job budget runs only light work ("light only")
+# Below 690 MB, what the pages running beside the heavy one add (explorer.glue.memory.crowd: two at least, 6 MB each):
+# on 690 MB and more the quarter kept for an estimate's error holds it (48 MB); at 450 MB that quarter is 10 MB, and
+# six of the heaviest links at once peaked 8 MB over (issue 43).
+BESIDE_BYTES = 12 * MB
 ESTIMATE_ERROR = 1.25  # how far a measured peak may exceed its estimate
 FIXED_BYTES = 12 * MB  # what any run adds besides its matrices: Python objects, small figures, the page's messages
 CROSS_TOKENS = 32  # the masks page's longest query and key lengths (mha_core.runs.teaching.MAX_CROSS_TOKENS)
@@ -181,7 +185,8 @@ def shares(server: int, baseline: int) -> tuple[int, int]:
     an estimate's error (at most JOB_BYTES; under MIN_JOB_BYTES the server is ``light_only``)."""
     room = server - baseline
     cache = int(min(CACHE_BYTES, max(MIN_CACHE_BYTES, CACHE_SHARE * room)))
-    return cache, min(JOB_BYTES, max(0, int((room - cache) / ESTIMATE_ERROR)))
+    beside = BESIDE_BYTES if server < SMALLEST_SERVER_BYTES else 0  # pages take turns there (crowd), two at once
+    return cache, min(JOB_BYTES, max(0, int((room - cache - beside) / ESTIMATE_ERROR)))
 
 
 def cache_bytes() -> int:
