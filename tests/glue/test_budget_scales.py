@@ -148,3 +148,18 @@ def test_below_690_mb_pages_take_turns_and_a_closed_tab_stops_waiting(server_mb)
     closed = crowd.Crowd(limit=lambda: 0)
     with pytest.raises(admission.SessionEndedError), closed.turn(should_stop=lambda: True):
         pytest.fail("ran")
+
+
+def test_a_pages_token_labels_build_no_module_beside_the_gate(monkeypatch):
+    """Follow a token and Heads asked for the labels alone through module_and_input: a heavy link built its module
+    (36 MB at d_in = d_out = 1024 in float64) outside the gate, beside another page's job."""
+    worst = LARGEST | dict(d_in="1024", dtype="float64", train="true", dropout="0.5")
+    settings = parse_query(worst)[0]
+    expected = caches.module_and_input(settings)[2]
+
+    def no_module(*args, **kwargs):
+        raise AssertionError("a module was built for its labels")
+
+    monkeypatch.setattr(caches.runs, "build_module", no_module)
+    monkeypatch.setattr(caches, "cached_module", no_module)
+    assert caches.input_labels(settings) == list(expected)

@@ -329,6 +329,14 @@ def module_and_input(settings: Settings):
     return module_for(settings), x, labels
 
 
+def input_labels(settings: Settings) -> list[str]:
+    """The token labels of the settings' input, without building a module outside the gate (issue 43: pages asked
+    ``module_and_input`` for labels alone, and a heavy link built its 36 MB module beside the gate's job)."""
+    if settings.model or settings.trained:  # a real or trained model's module is shared and cached: no new bytes
+        return module_and_input(settings)[2]
+    return list(runs.build_input(settings.input_spec())[1])
+
+
 def module_for(settings: Settings, spec: runs.ModuleSpec | None = None):
     """The settings' module (or ``spec``'s): shared from ``cached_module`` when light, built for this run when heavy.
 
