@@ -11,8 +11,8 @@ Community Cloud's smallest app). So:
   has at most one job waiting (a newer request takes its place), so one student's tabs never push another back more
   than one job; a waiting job sees its place and the time waited, "busy" only when ``MAX_WAITING`` jobs wait;
 * a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (``SessionEndedError``);
-* a heavy job's slot is held until its page has sent what it drew; freed memory then goes back to the OS
-  (``release_memory``), and when the last running page finishes (``page_finished``), what light pages freed too.
+* after a heavy job, freed memory goes back to the OS (``release_memory``), and when the last running page
+  finishes (``page_finished``), what light pages freed too.
 
 A new heavy path declares what it adds at its peak, in bytes, before it allocates anything::
 
@@ -190,15 +190,9 @@ class Gate:
         try:
             yield
         finally:
-            if getattr(_IN_PAGE, "on", False):  # its figures are serialised and sent under the slot too (page_finished)
-                _IN_PAGE.held = [*getattr(_IN_PAGE, "held", []), (self, ticket)]
-            else:
-                self.release(ticket)
+            self._holder.inside = False
+            self._leave(ticket)
             release_memory()
-
-    def release(self, ticket: Ticket) -> None:  # at the job's end, or when its page has sent its figures
-        self._holder.inside = False
-        self._leave(ticket)
 
     def _wait_turn(self, ticket: Ticket, should_stop, wait_s: float | None, on_wait) -> None:
         begin, waited, logged = time.monotonic(), 0.0, False
@@ -222,9 +216,6 @@ class Gate:
 
 
 GATE = Gate()
-# A page's script thread: running (``on``), and the heavy slots its jobs hold until it ends (``held``). Released at the
-# job's end, the next job's peak met this page's figures being sent (issue 43: 6 heaviest links at once, 450 MB: 482).
-_IN_PAGE = threading.local()
 _RAN_HEAVY = threading.local()  # set in a thread that ran a heavy job: its page hands memory back when it ends
 
 
@@ -355,15 +346,10 @@ class _Pages:
         self.cached: Callable[[], int] = lambda: 0  # the caches' bytes now (caches sets it: it imports this module)
 
     def started(self) -> None:
-        _IN_PAGE.on = True
         with self._lock:
             self.running += 1
 
     def finished(self) -> None:
-        _IN_PAGE.on = False  # a heavy job's slot, held while its page built and sent what it drew, goes to the next
-        for gate, ticket in getattr(_IN_PAGE, "held", []):
-            gate.release(ticket)
-        _IN_PAGE.held = []
         with self._lock:
             self.running = max(0, self.running - 1)
             since = self._clock() - self._last_s
