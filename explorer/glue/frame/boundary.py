@@ -275,11 +275,13 @@ def _run_page(main: Callable[[], None], light: bool) -> None:
         if isinstance(error, admission.SessionEndedError):
             log.info("stopped work for a session that ended: %s", error)
             return
+        if isinstance(error, admission.OverBudgetError):  # a refusal, not a failure: the budget and its source
+            log.info("refused: %s", error)
+            st.warning(f"Not run: {error}. Smaller settings run; your settings are kept.", icon=":material/memory:")
+            return
         log.error("page failed: %s", "".join(traceback.format_exception(error)))
         if isinstance(error, admission.ServerBusyError):
             st.warning(f"{error} Try again in a minute; your settings are kept.", icon=":material/hourglass:")
-        elif isinstance(error, admission.OverBudgetError):  # a refusal in the app's words: the budget and its source
-            st.warning(f"Not run: {error}. Smaller settings run; your settings are kept.", icon=":material/memory:")
         elif isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
             st.error(
                 "The device ran out of memory for these settings. Lower num_tokens, num_heads or batch_size, "
