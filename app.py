@@ -7,7 +7,7 @@ figures in explorer.views.attention_explorer and explorer.views.figures, the num
 import streamlit as st
 
 from explorer.glue.frame import boundary, sidebar
-from explorer.glue.memory import caches
+from explorer.glue.memory import budget, caches, downloads
 from explorer.glue.state import url
 from explorer.views.attention_explorer import BOOK_ROWS, SECTIONS
 from explorer.views.markdown_text import escape_markdown
@@ -154,8 +154,9 @@ def draw_downloads(settings) -> None:
     if not caches.npz_offered(settings):
         st.info(
             f"The whole trace at {settings.num_heads} heads × {settings.num_tokens} tokens in {settings.dtype} is "
-            "too large to pack on this shared server; the .npz download is offered while making it fits the memory "
-            "budget (16 heads × 256 tokens fit in float32)."
+            f"too large to pack within {budget.budget_words()}; the .npz download is offered while making it fits "
+            f"the {budget.job_bytes() / budget.MB:.0f} MB one run may use and the file fits the "
+            f"{downloads.held_bytes() / budget.MB:.0f} MB of downloads the server holds."
         )
     else:
         st.download_button(

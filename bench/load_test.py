@@ -270,6 +270,7 @@ def make_parser() -> argparse.ArgumentParser:
         help="spread the sessions' arrivals evenly over this many seconds (0: all at one instant)",
     )
     parser.add_argument("--warm", action="store_true", help="one visitor opens the page before the sessions arrive")
+    parser.add_argument("--server-mb", type=int, default=None, help="MHA_SERVER_MB for the server (the gate's budget)")
     parser.add_argument("--no-disconnect-check", action="store_true")
     parser.add_argument(
         "--cold-start",
@@ -307,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=progress,
         arrive_over=args.arrive_over,
         warm=args.warm,
+        env={"MHA_SERVER_MB": str(args.server_mb)} if args.server_mb else None,
     )
     arrival = f"arriving over {args.arrive_over:.0f} s" if args.arrive_over else "arriving at one instant"
     arrival += " at a warm server" if args.warm else " at a cold server"

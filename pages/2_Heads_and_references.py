@@ -52,7 +52,7 @@ PARTS = {
 
 def circuits_part(settings, batch_index: int, presenter: bool) -> dict[str, int]:
     """One head as W_QK and W_OV, and one token's output row as the sum over heads; returns its URL parameters."""
-    labels = caches.module_and_input(settings)[2]
+    labels = caches.input_labels(settings)
     teaching_cache.seed_int("circuits_head", "head", 0, 0, settings.num_heads - 1)
     teaching_cache.seed_int("circuits_token", "token", min(1, len(labels) - 1), 0, len(labels) - 1)
     url.show_notices()  # a head or token out of range in the link, corrected just now

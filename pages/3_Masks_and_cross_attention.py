@@ -226,4 +226,4 @@ def main() -> None:
     )
 
 
-boundary.run_page(main)
+boundary.run_page(main, light=True)  # small at any setting (budget: 32 × 32 tokens)

@@ -50,7 +50,8 @@ def main() -> None:
         if longest < chosen:
             st.warning(
                 f"batch_size={settings.batch_size} × {settings.num_heads} heads × {chosen}² tokens in "
-                f"{settings.dtype} is over the measurement's memory budget of {budget.JOB_BYTES // budget.MB} MB; "
+                f"{settings.dtype} is over the measurement's memory budget of {budget.job_bytes() // budget.MB} MB "
+                f"within {budget.budget_words()}; "
                 f"measuring up to {longest} tokens, the nearest length that fits. Lower batch_size or num_heads to "
                 "go further.",
                 icon="⚠️",

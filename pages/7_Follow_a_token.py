@@ -25,7 +25,7 @@ def main() -> None:
     last = settings.num_tokens - 1
     teaching_cache.seed_int("follow_token", "token", DEFAULT_TOKEN, 0, last)
     teaching_cache.seed_int("follow_batch", "batch", 0, 0, settings.batch_size - 1)
-    labels = caches.module_and_input(settings)[2]
+    labels = caches.input_labels(settings)
     st.sidebar.header("View")
     st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="follow_batch")
     st.sidebar.selectbox(

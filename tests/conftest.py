@@ -71,6 +71,15 @@ def _seed_torch():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _unmeasured_rest(monkeypatch):
+    """Every test starts with the gate's baseline unmeasured (budget.WARM_BYTES): the test process's own RSS, which an
+    earlier page run may have noted as the server's rest (admission.page_finished), says nothing of a server's."""
+    from explorer.glue.memory import budget
+
+    monkeypatch.setattr(budget, "_REST", {"bytes": 0})
+
+
 @pytest.fixture
 def one_thread():
     """One torch thread for the test (as a page's run on a shared 2-CPU server); the count is restored after."""

@@ -19,7 +19,7 @@ from streamlit.runtime.media_file_storage import MediaFileKind, MediaFileStorage
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 from explorer.glue.frame import server_setup
-from explorer.glue.memory import admission, caches, downloads
+from explorer.glue.memory import admission, byte_caches, caches, downloads
 from explorer.glue.state.settings import Settings
 
 HEAVY = Settings(num_heads=4, d_out=32, d_in=8, num_tokens=128, batch_size=1, context_length=128, input="random")
@@ -67,7 +67,7 @@ def test_a_new_file_waits_while_the_held_ones_fill_their_budget(held):
 
 
 def test_held_files_push_cached_views_out_not_the_other_way_round(held, monkeypatch):
-    monkeypatch.setattr(caches, "TOTAL_BYTES", 3 * downloads.MB)
+    monkeypatch.setattr(byte_caches, "TOTAL_BYTES", 3 * downloads.MB)
     cache = caches._REGISTRY.add(caches.ByteCache("test.views", 8 * downloads.MB))
     try:
         cache.put("a", object(), 2 * downloads.MB)

@@ -61,7 +61,7 @@ def test_pages_that_run_more_fit_further_and_the_url_keeps_the_users_own(page, n
 
 def test_a_job_over_the_budget_is_never_run():
     gate = admission.Gate(1)
-    with pytest.raises(admission.OverBudgetError), gate.admit("too big", need_bytes=gate.capacity_bytes + 1):
+    with pytest.raises(admission.OverBudgetError), gate.admit("too big", need_bytes=budget.job_bytes() + 1):
         pytest.fail("ran")
     assert gate.admitted == 0
 

@@ -25,6 +25,7 @@ import streamlit as st
 import torch
 
 from explorer.glue.memory import admission, budget
+from explorer.glue.memory.byte_caches import byte_cached
 from explorer.views import real_heads
 from mha_core.gpt import model as gpt
 from mha_core.gpt import model_heads
@@ -303,7 +304,7 @@ def gpt2_need() -> int:
 # --- what pages draw, cached on (model, text) ------------------------------------------------------------------------
 
 
-@st.cache_resource(max_entries=32, ttl=1800, show_spinner="Reading the sentence…")
+@byte_cached(16 * MB, max_entries=32, spinner="Reading the sentence…")  # counted in the caches' bytes (issue 43)
 def _text_reading(name: str, text: str) -> model_heads.TextReading:
     model, tok = model_and_tokenizer(name)
     return model_heads.read_text(model, tok, token_ids(name, text)[: page_cap(name)])
@@ -366,7 +367,7 @@ def _layer_module(name: str, layer: int):
     return model_and_tokenizer(name)[0].attention_module(layer)
 
 
-@st.cache_resource(max_entries=16, ttl=1800, show_spinner="Running the model up to this layer…")
+@byte_cached(16 * MB, max_entries=16, spinner="Running the model up to this layer…")
 def _layer_input(name: str, text: str, layer: int, num_tokens: int):
     model, tok = model_and_tokenizer(name)
     ids = token_ids(name, text)[:num_tokens]
@@ -383,7 +384,7 @@ def explorer_input(name: str, text: str, layer: int, num_tokens: int):
         return _layer_module(name, layer), x, list(labels)
 
 
-@st.cache_resource(max_entries=16, ttl=1800, show_spinner="Drawing every head…")
+@byte_cached(16 * MB, max_entries=16, spinner="Drawing every head…")
 def _page_view(name: str, text: str, presenter: bool):
     vocab = facts(name).vocab_size
     reading = _text_reading(name, text)

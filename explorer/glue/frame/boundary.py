@@ -20,7 +20,7 @@ import torch
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from explorer.glue.frame import chart, server_setup
-from explorer.glue.memory import admission, idle
+from explorer.glue.memory import admission, budget, crowd, idle
 from explorer.glue.state.url import apply_settings
 from explorer.glue.state.user_text import quote
 from explorer.views import figures
@@ -307,21 +307,37 @@ def _is_streamlit_control_flow(error: BaseException) -> bool:
     return isinstance(error, _control_flow_classes())
 
 
-def run_page(main: Callable[[], None]) -> None:
+def run_page(main: Callable[[], None], light: bool = False) -> None:
     """Run a page's body; turn any exception into a short message that says what to change, and log it.
 
     Everything but Streamlit's control flow is caught, Streamlit's own API errors included (a widget given
     an impossible range). Out-of-memory gets its own advice; a session that ended mid-run stops quietly.
-    The user's settings stay in session state and the URL.
+    The user's settings stay in session state and the URL. A page that needs more than light work (``light``
+    False) says so first on a server whose memory leaves room for light work only (``budget.light_only``).
     """
+    try:
+        with crowd.CROWD.turn(admission.session_ended()):  # below 690 MB, pages take turns (explorer.glue.memory.crowd)
+            _run_page(main, light)
+    except admission.SessionEndedError as error:
+        log.info("a page waiting for its turn stopped: %s", error)
+
+
+def _run_page(main: Callable[[], None], light: bool) -> None:
+    """``run_page``'s body, once it is this page's turn."""
     admission.page_started()
     try:
+        if not light and budget.light_only():
+            st.warning(budget.light_only_notice(), icon=":material/memory:")
         main()
     except BaseException as error:  # noqa: BLE001 - this is the page boundary
         if _is_streamlit_control_flow(error) or not isinstance(error, Exception):
             raise  # st.stop / st.rerun / st.switch_page, KeyboardInterrupt, SystemExit
         if isinstance(error, admission.SessionEndedError):
             log.info("stopped work for a session that ended: %s", error)
+            return
+        if isinstance(error, admission.OverBudgetError):  # a refusal, not a failure: the budget and its source
+            log.info("refused: %s", error)
+            st.warning(f"Not run: {error}. Smaller settings run; your settings are kept.", icon=":material/memory:")
             return
         log.error("page failed: %s", "".join(traceback.format_exception(error)))
         if isinstance(error, admission.ServerBusyError):

@@ -4,30 +4,21 @@ A public link can ask for the explorer at its largest, a trained model, or the C
 of those adds hundreds of MB or many CPU-seconds to a server that thirty students share (690 MB, 2 CPUs on
 Community Cloud's smallest app). So:
 
-* every expensive job says what it needs in bytes (``explorer.glue.memory.budget`` estimates each page's peak) and goes
-  through ``admit`` and the one process-wide ``GATE``. A job above ``LIGHT_BYTES`` (or any training or measurement)
-  runs one at a time, so peaks never add up; a job over ``JOB_BYTES`` is refused (pages fit their settings first);
-* the queue is fair: visitors are served in turn (the one served longest ago first, then first come, first served),
-  and a tab has at most one job waiting (a newer request of the same tab takes its place in the queue), so one
-  student's many tabs never push another student back more than one job;
-* a waiting job sees its place and the time waited (``on_wait``), and is told the server is busy only when the
-  queue is full (``MAX_WAITING``), never while its turn is coming;
-* a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (between
-  training steps, between measurements). A closed tab costs the server nothing more (``SessionEndedError``);
-* after a heavy job, freed memory is handed back to the OS (``release_memory``), so idle RSS returns; and when
-  the last running page finishes (``page_finished``), what light pages freed goes back too.
+* every expensive job says what it needs in bytes (``budget`` estimates each page's peak) and goes through ``admit``
+  and the one ``GATE``: a job above ``budget.light_bytes()`` (or any training or measurement) runs one at a time, so
+  peaks never add up; a job over ``budget.job_bytes()`` (the server's budget, its measured rest) is refused, said;
+* the queue is fair: visitors are served in turn (the one served longest ago first, then the earliest), and a tab
+  has at most one job waiting (a newer request takes its place), so one student's tabs never push another back more
+  than one job; a waiting job sees its place and the time waited, "busy" only when ``MAX_WAITING`` jobs wait;
+* a job whose session has ended stops: while it waits, and wherever it polls ``should_stop`` (``SessionEndedError``);
+* after a heavy job, freed memory goes back to the OS (``release_memory``), and when the last running page
+  finishes (``page_finished``), what light pages freed too.
 
 A new heavy path declares what it adds at its peak, in bytes, before it allocates anything::
 
-    need = budget.need_bytes("explorer", settings)      # a page with factors in budget.FACTORS, or
-    need = 2 * weights_bytes + activations_bytes         # any estimate of its own, measured once (bench/)
-    with admission.admit("loading GPT-2", need_bytes=need):
-        ...
+    with admission.admit("loading GPT-2", need_bytes=budget.need_bytes("explorer", settings)):  # or its own estimate
 
-A job over ``JOB_BYTES`` raises ``OverBudgetError`` (fit the settings first: ``budget.fitted``); the old form
-``admit(label, heavy=True)`` still gates time-heavy work without bytes. Cached results go in ``caches.byte_cached``.
-
-No page logic here; ``caches.heavy_gate``/``gated``/``is_heavy`` delegate to this module.
+Over the budget: ``OverBudgetError`` (fit first: ``budget.fitted``); ``heavy=True`` gates time-heavy work.
 """
 
 from __future__ import annotations
@@ -37,6 +28,7 @@ import ctypes
 import gc
 import itertools
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -53,11 +45,8 @@ log = logging.getLogger("mha_explorer")
 # --- budgets (measured: README, "A class on one small server") --------------------------------------------------------
 MB = 2**20
 SERVER_GOAL_MB = 690  # Community Cloud's smallest app
-# What one job may add to the process at its peak (explorer.glue.memory.budget estimates it for every page). 690 MB
-# less what a warm server holds after one visit of every page (385 MB) and the byte-bounded caches (64 MB), with room
-# for an estimate that errs low by a quarter (explorer.glue.memory.budget).
-JOB_BYTES = budget.JOB_BYTES
-LIGHT_BYTES = 24 * MB  # jobs that add less than this (a class's settings) run at once, without the queue
+JOB_BYTES = budget.JOB_BYTES  # on 690 MB and more; less on a smaller or used server (budget.job_bytes)
+LIGHT_BYTES = budget.LIGHT_BYTES  # jobs under budget.light_bytes() (a class's settings) pass without the queue
 HEAVY_SLOTS = 1  # heavy jobs at once: their peaks must not add up
 MAX_WAITING = 40  # jobs waiting at once (at most one per tab); beyond that the visitor is told the server is busy
 POLL_S = 0.2  # how often a waiting job checks whether its session still exists
@@ -93,10 +82,11 @@ class Gate:
     """A fair queue in front of ``slots`` heavy jobs at once, each at most ``capacity_bytes``.
 
     The next job is the waiting one whose client was served longest ago (never served first), then the earliest.
-    ``active``, ``peak_active`` and ``admitted`` are for tests and the load report.
+    ``capacity_bytes`` None: ``budget.job_bytes()``, read at each admission (what pages fit to). ``active``,
+    ``peak_active`` and ``admitted`` are for tests and the load report.
     """
 
-    def __init__(self, slots: int = HEAVY_SLOTS, capacity_bytes: int = JOB_BYTES, max_waiting: int = MAX_WAITING):
+    def __init__(self, slots: int = HEAVY_SLOTS, capacity_bytes: int | None = None, max_waiting: int = MAX_WAITING):
         self.slots, self.capacity_bytes, self.max_waiting = slots, capacity_bytes, max_waiting
         self._cond = threading.Condition()
         self._waiting: list[Ticket] = []
@@ -182,9 +172,11 @@ class Gate:
         if getattr(self._holder, "inside", False):
             yield
             return
-        if need_bytes > self.capacity_bytes:
+        capacity = budget.job_bytes() if self.capacity_bytes is None else self.capacity_bytes
+        if need_bytes > capacity:
             raise OverBudgetError(
-                f"{label} needs about {need_bytes / MB:.0f} MB, over the {self.capacity_bytes / MB:.0f} MB budget"
+                f"{label} needs about {need_bytes / MB:.0f} MB, over the {capacity / MB:.0f} MB one run may use "
+                f"within {budget.budget_words()}"
             )
         session, client = visitor or (None, f"thread-{threading.get_ident()}")
         ticket = self._enqueue(label, need_bytes, client, session)
@@ -253,7 +245,7 @@ def admit(
     the page that shows the place in the queue and the time waited.
     """
     if heavy is None:
-        heavy = need_bytes is None or need_bytes > LIGHT_BYTES
+        heavy = need_bytes is None or need_bytes > budget.light_bytes()
     if not heavy:
         return contextlib.nullcontext()
     return GATE.admit(
@@ -283,9 +275,6 @@ def either(*checks: Callable[[], bool] | None) -> Callable[[], bool]:
     """One stop check from several (a Stop button's flag and the session's end)."""
     present = [check for check in checks if check is not None]
     return lambda: any(check() for check in present)
-
-
-# --- who is asking, and what they see while they wait ---------------------------------------------------------
 
 
 def current_visitor() -> tuple[str | None, str] | None:
@@ -329,14 +318,9 @@ def queue_notice() -> Callable[[int, float], None] | None:
     return show
 
 
-# --- memory back to the OS --------------------------------------------------------------------------------------
-
-
 def release_memory() -> None:
-    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them).
-
-    Cheap: the start-up heap is frozen out of the collector (``server_setup``), so this walks only what sessions made.
-    """
+    """Collect, then ask glibc to return freed heap pages to the OS (RSS otherwise keeps them). Cheap: the start-up
+    heap is frozen out of the collector (``server_setup``), so this walks only what sessions made."""
     gc.collect()
     trim()
 
@@ -359,6 +343,7 @@ class _Pages:
         self._lock, self._clock = threading.Lock(), clock
         self.running = self.trims = 0
         self._last_s = clock()
+        self.cached: Callable[[], int] = lambda: 0  # the caches' bytes now (caches sets it: it imports this module)
 
     def started(self) -> None:
         with self._lock:
@@ -369,10 +354,13 @@ class _Pages:
             self.running = max(0, self.running - 1)
             since = self._clock() - self._last_s
             due = since >= TRIM_BUSY_S or (self.running == 0 and since >= TRIM_EVERY_S)
+            at_rest = due and self.running == 0
             if due:
                 self._last_s, self.trims = self._clock(), self.trims + 1
         if due:
             trim()
+        if at_rest and "streamlit.web.bootstrap" in sys.modules:  # a `streamlit run` server (not AppTest) at rest:
+            budget.note_rest(budget.own_rss_bytes(), self.cached())  # its baseline now: pages fit to it
 
 
 PAGES = _Pages()
@@ -381,11 +369,8 @@ page_finished = PAGES.finished  # and ends: the last one running trims the heap
 
 
 def _load_libc():
-    """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas.
-
-    The arena cap comes too late to cap anything (Streamlit's threads have made 6 arenas by the first page run, and
-    glibc keeps them); capping them from the process's start changed nothing measurable (docs/memory.md).
-    """
+    """glibc, tuned so a big trace's memory goes back to the OS: blocks ≥ 1 MiB mmapped, at most 2 arenas (too late
+    to cap Streamlit's 6; capped from the process's start, nothing measurable changed: docs/memory.md)."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-8, 2)  # M_ARENA_MAX

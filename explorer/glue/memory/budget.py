@@ -29,8 +29,18 @@ SMALLEST_SERVER_BYTES = 690 * MB  # Community Cloud's smallest app
 # measured: harness.visits.warm_up, 377–383 MB on eight servers on 2026-12-05 (docs/memory.md, "Load phases back to
 # back"); 365 before Real heads and Attention variants were in the warm-up
 WARM_BYTES = 385 * MB
-CACHE_BYTES = 64 * MB  # caches.TOTAL_BYTES
-JOB_BYTES = 192 * MB  # the most one job's estimate may add at its peak (admission.JOB_BYTES is this)
+CACHE_BYTES = 64 * MB  # the most every byte cache together may hold (caches.TOTAL_BYTES), at 690 MB and above
+JOB_BYTES = 192 * MB  # the most one job's estimate may add at its peak, at 690 MB and above (``job_bytes``)
+# Below 690 MB the caches and the job shrink with the room above the warm server (``job_bytes``, ``cache_bytes``):
+# the caches take CACHE_SHARE of it (64 of 305 MB at 690), at least MIN_CACHE_BYTES; one job the rest, less a quarter.
+CACHE_SHARE = 0.21
+MIN_CACHE_BYTES = 8 * MB
+LIGHT_BYTES = 24 * MB  # a job under this (a class's settings) passes the gate without the queue, at 690 MB
+MIN_JOB_BYTES = LIGHT_BYTES  # a smaller job budget runs only light work ("light only")
+# Below 690 MB, what the pages running beside the heavy one add (explorer.glue.memory.crowd: two at least, 6 MB each):
+# on 690 MB and more the quarter kept for an estimate's error holds it (48 MB); at 450 MB that quarter is 10 MB, and
+# six of the heaviest links at once peaked 8 MB over (issue 43).
+BESIDE_BYTES = 12 * MB
 ESTIMATE_ERROR = 1.25  # how far a measured peak may exceed its estimate
 FIXED_BYTES = 12 * MB  # what any run adds besides its matrices: Python objects, small figures, the page's messages
 CROSS_TOKENS = 32  # the masks page's longest query and key lengths (mha_core.runs.teaching.MAX_CROSS_TOKENS)
@@ -146,9 +156,99 @@ def server_source() -> str:
     return server_memory()[1]
 
 
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_REST = {"bytes": 0}  # the process's RSS at rest less what its caches held then (``note_rest``), measured
+
+
+def note_rest(rss: int, cached: int) -> None:
+    """What this process holds at rest, measured: its RSS when no page runs (after a trim) less its caches' bytes.
+    A used server keeps more than a fresh warm one (glibc's free pages, imports, Streamlit's stores); the gate then
+    admits less."""
+    _REST["bytes"] = max(0, rss - cached)
+
+
+def own_rss_bytes() -> int:
+    """This process's resident memory, from /proc (0 where there is none: the baseline then stays WARM_BYTES)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def baseline_bytes() -> int:
+    """What the server holds besides caches and jobs: the measured rest, at least a warm server's WARM_BYTES."""
+    return max(WARM_BYTES, _REST["bytes"])
+
+
+def shares(server: int, baseline: int) -> tuple[int, int]:
+    """(the caches' bytes, one job's room) of a server of ``server`` bytes whose baseline holds ``baseline``: the
+    caches take CACHE_SHARE of the room above the baseline (MIN_CACHE_BYTES to CACHE_BYTES), one job the rest less
+    an estimate's error (at most JOB_BYTES; under MIN_JOB_BYTES the server is ``light_only``)."""
+    room = server - baseline
+    cache = int(min(CACHE_BYTES, max(MIN_CACHE_BYTES, CACHE_SHARE * room)))
+    beside = BESIDE_BYTES if server < SMALLEST_SERVER_BYTES else 0  # pages take turns there (crowd), two at once
+    return cache, min(JOB_BYTES, max(0, int((room - cache - beside) / ESTIMATE_ERROR)))
+
+
+def cache_bytes() -> int:
+    """What every byte cache together may hold on this server, now."""
+    return shares(server_bytes(), baseline_bytes())[0]
+
+
+def job_room() -> int:
+    """What one job's estimate may add on this server, now (may be under MIN_JOB_BYTES: ``light_only``)."""
+    return shares(server_bytes(), baseline_bytes())[1]
+
+
+def job_bytes() -> int:
+    """The most one job's estimate may add at its peak: 192 MB at 690 MB and above, less below, at least
+    MIN_JOB_BYTES (light work runs on any server). Pages fit their settings to it."""
+    return max(MIN_JOB_BYTES, job_room())
+
+
+def light_bytes() -> int:
+    """Jobs under this pass the gate without the queue: LIGHT_BYTES, or a quarter of one job's budget on a smaller
+    server (so that light jobs at once stay within one heavy job's room)."""
+    return min(LIGHT_BYTES, job_bytes() // 4)
+
+
+def light_only() -> bool:
+    """The server's memory leaves no room for more than light work: heavy links are fitted to MIN_JOB_BYTES and the
+    pages that need more say so."""
+    return job_room() < MIN_JOB_BYTES
+
+
+def smallest_server_bytes(job: int = MIN_JOB_BYTES) -> int:
+    """The smallest server (in MB steps) whose warm baseline leaves ``job`` to one job: MIN_JOB_BYTES runs every page
+    (its heavy links fitted small); JOB_BYTES runs every link as at 690 MB."""
+    server = WARM_BYTES
+    while shares(server, WARM_BYTES)[1] < job:
+        server += MB
+    return server
+
+
+def budget_words() -> str:
+    """The server's memory and where it was read, for a notice: "this server's 450 MB (MHA_SERVER_MB)"."""
+    server, source = server_memory()
+    return f"this server's {server / MB:,.0f} MB ({source})"
+
+
+def light_only_notice() -> str:
+    """What a page that needs more than light work says on a light-only server: the budget, where it was read, and
+    what runs."""
+    return (
+        f"Light pages only: {budget_words()} leaves about {job_room() / MB:.0f} MB for one run once the server's own "
+        f"{baseline_bytes() / MB:.0f} MB and its caches are counted, under the {MIN_JOB_BYTES / MB:.0f} MB this page's "
+        f"larger settings need. Its runs are fitted to {MIN_JOB_BYTES / MB:.0f} MB; a server of "
+        f"{smallest_server_bytes() / MB:.0f} MB or more runs every page."
+    )
+
+
 def resident_room() -> int:
-    """What a model that stays loaded may hold: the server, less a warm server, full caches and one heavy job."""
-    return server_bytes() - WARM_BYTES - CACHE_BYTES - JOB_BYTES
+    """What a model that stays loaded may hold: the server, less its baseline, full caches and one heavy job."""
+    cache, job = shares(server_bytes(), baseline_bytes())
+    return server_bytes() - baseline_bytes() - cache - max(MIN_JOB_BYTES, job)
 
 
 def itemsize(dtype: str) -> int:
@@ -186,15 +286,17 @@ def need_bytes(page: str, settings, rows: int | None = None, columns: int | None
     return int(cell_bytes(page, settings) * cells) + module_bytes(settings) + FIXED_BYTES
 
 
-def fits(page: str, settings, budget: int = JOB_BYTES) -> bool:
-    return need_bytes(page, settings) <= budget
+def fits(page: str, settings, budget: int | None = None) -> bool:
+    return need_bytes(page, settings) <= (job_bytes() if budget is None else budget)
 
 
 ALSO = {"heads": "references"}  # a page whose other part runs more: fitted to both
 
 
-def fitted(page: str, settings, budget: int = JOB_BYTES):
-    """The nearest settings whose estimate fits ``budget``: batch_size down first, then num_tokens. No notice."""
+def fitted(page: str, settings, budget: int | None = None):
+    """The nearest settings whose estimate fits ``budget`` (``job_bytes()``): batch_size down first, then num_tokens.
+    No notice."""
+    budget = job_bytes() if budget is None else budget
     if page in ALSO:
         settings = fitted(ALSO[page], settings, budget)
     if fits(page, settings, budget):
@@ -219,8 +321,8 @@ def fit_notice(page: str, wanted, got) -> str:
         f"{PAGE_NAMES[page]} would need about {need:,.0f} MB for batch_size={wanted.batch_size} × "
         f"{wanted.num_heads} heads × {wanted.num_tokens}² tokens in {wanted.dtype}"
         f"{' with dropout in train mode' if dropping(page, wanted) else ''}, over the "
-        f"{JOB_BYTES / MB:.0f} MB one run may use on this shared server; using batch_size={got.batch_size} and "
-        f"num_tokens={got.num_tokens}."
+        f"{job_bytes() / MB:.0f} MB one run may use within {budget_words()}; using batch_size={got.batch_size} "
+        f"and num_tokens={got.num_tokens}."
     )
 
 
@@ -240,7 +342,8 @@ def cost_need_bytes(spec) -> int:
 def cost_max_tokens(settings, wanted: int, steps) -> int:
     """The longest measured length ≤ wanted (of ``steps``) whose Cost estimate fits the budget."""
     s = settings
+    room = job_bytes()
     fitting = [
-        t for t in steps if t <= wanted and cost_bytes(s.batch_size, s.num_heads, s.head_dim, t, s.dtype) <= JOB_BYTES
+        t for t in steps if t <= wanted and cost_bytes(s.batch_size, s.num_heads, s.head_dim, t, s.dtype) <= room
     ]
     return fitting[-1] if fitting else min(steps)

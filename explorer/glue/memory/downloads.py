@@ -17,19 +17,26 @@ import threading
 import time
 from collections.abc import Callable
 
-from explorer.glue.memory import admission
+from explorer.glue.memory import admission, budget
 
 MB = 2**20
 MAX_HELD_BYTES = 40 * MB  # made files waiting to be fetched, every session together (within caches.TOTAL_BYTES)
+HELD_SHARE = 40 / 64  # on a smaller server, the same share of the caches' bytes (budget.cache_bytes)
 WAIT_S = 30.0  # how long a new file waits for room before the server says it is busy
 TTL_S = 600.0  # a file nobody fetched or dropped (an idle server runs no clean-up) stops counting after this
+
+
+def held_bytes() -> int:
+    """What files waiting to be fetched may hold: MAX_HELD_BYTES, or HELD_SHARE of the caches' bytes on a smaller
+    server (budget.cache_bytes follows the server's memory)."""
+    return min(MAX_HELD_BYTES, int(HELD_SHARE * budget.cache_bytes()))
 
 
 class HeldFiles:
     """The made files not yet sent, by the identity of their bytes (Streamlit stores the same object)."""
 
-    def __init__(self, max_bytes: int = MAX_HELD_BYTES):
-        self.name, self.max_bytes = "downloads.held", max_bytes
+    def __init__(self, max_bytes: int | None = None):
+        self.name, self.max_bytes = "downloads.held", max_bytes  # None: held_bytes(), read when a file waits
         self._cond = threading.Condition()
         self._files: dict[int, tuple[bytes, float]] = {}
         self.bytes = 0
@@ -48,7 +55,7 @@ class HeldFiles:
         """Return once ``nbytes`` more fit (or nothing is held: one file may be larger); else ServerBusyError."""
         deadline = time.monotonic() + wait_s
         with self._cond:
-            while self._files and self.bytes + nbytes > self.max_bytes:
+            while self._files and self.bytes + nbytes > (self.max_bytes or held_bytes()):
                 self._expire()
                 left = deadline - time.monotonic()
                 if left <= 0:
