@@ -17,6 +17,7 @@ Axis letters: b batch, T tokens, V vocabulary.
 from __future__ import annotations
 
 import math
+import re
 from pydoc_data.topics import topics
 
 import torch
@@ -164,3 +165,37 @@ def alphabet_rows(
         targets.append(row[1:])
         scored.append(mask)
     return torch.stack(ids), torch.stack(targets), torch.stack(scored)
+
+
+def sentences(text: str, low: int, high: int) -> list[torch.Tensor]:
+    """The text's sentences (split after . ! ? and at blank lines, whitespace collapsed) of ``low``..``high`` ASCII
+    characters, each as (n,) byte ids: the English that ``doubled_rows`` repeats."""
+    pieces = (" ".join(p.split()) for p in re.split(r"(?<=[.!?])\s+|\n\s*\n", text))
+    kept = [torch.tensor(list(p.encode())) for p in pieces if low <= len(p) <= high and p.isascii()]
+    if not kept:
+        raise ValueError(f"the text has no sentence of {low}..{high} ASCII characters")
+    return kept
+
+
+def doubled_rows(
+    pool: list[torch.Tensor], gen: torch.Generator, batch_size: int, length: int, ids: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(ids (b, T), targets (b, T), scored (b, T) bool): rows of pieces of English each typed twice, a space between
+    and a newline after ("S S\\nR R\\n..."), from the row's start until it is full; scored on the second copies
+    only, where a model that reads the first can write every character: the free-running probe's task. A piece is a
+    sentence from ``pool``, or with ``ids`` (the text) half the time a stretch of it as long as a pool sentence, so
+    the copies never run out (a pool of a few thousand sentences could be learnt by heart)."""
+    rows = torch.full((batch_size, length + 1), ord("\n"), dtype=torch.int64)  # (b, T + 1)
+    scored = torch.zeros(batch_size, length + 1, dtype=torch.bool)  # (b, T + 1), over the targets' positions
+    for row in range(batch_size):
+        at = 0
+        while at < length + 1:
+            piece = pool[int(torch.randint(0, len(pool), (1,), generator=gen))]
+            if ids is not None and bool(torch.rand(1, generator=gen) < 0.5):
+                start = int(torch.randint(0, ids.numel() - len(piece), (1,), generator=gen))
+                piece = ids[start : start + len(piece)]
+            unit = torch.cat([piece, torch.tensor([ord(" ")]), piece, torch.tensor([ord("\n")])])[: length + 1 - at]
+            rows[row, at : at + len(unit)] = unit
+            scored[row, at + len(piece) + 1 : at + len(unit)] = True  # the second copy and its newline
+            at += len(unit)
+    return rows[:, :-1], rows[:, 1:], scored[:, 1:]

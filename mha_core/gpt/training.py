@@ -1,16 +1,19 @@
 """Train the shipped GPT: the book's chapter-4 ``GPTModel``, small, on Python's documentation, seeded.
 
 ``python -m mha_core.gpt.training`` runs ``RECIPE`` (the final recipe) and writes ``mha_core/gpt/shipped/``:
-``own_gpt.safetensors`` (weights) and ``own_gpt.json`` (config, recipe, losses, head scores, wall time); the
-tokenizer is bytes (``ByteTokenizer``), so it needs no file. ``key=value`` arguments override recipe fields,
-``out=DIR`` writes elsewhere, for experiments. ``load_shipped`` reads the files back.
+``own_gpt.safetensors`` (weights) and ``own_gpt.json`` (config, recipe, losses, head scores, milestones, wall time);
+the tokenizer is bytes (``ByteTokenizer``), so it needs no file. ``key=value`` arguments override recipe fields,
+``out=DIR`` writes elsewhere, ``run=DIR`` keeps the checkpoints and the log (``gpt_run``) and ``resume`` goes on from
+the newest checkpoint there. ``load_shipped`` reads the files back.
 
-The recipe (docs/decisions.md, "The shipped GPT reads English"): first ``induction_warmup`` steps on the Trained
-heads page's induction task alone (random bytes, a segment repeated, scored on the repeat), where a 256-id model
-crosses its plateau in a few hundred steps; then text windows mixed with rows that repeat English and random bytes,
-so the model learns the text while the heads stay and spread to every position (phase 1). Its induction heads then
-match one character, which English defeats; from ``curriculum_start`` (phase 2) rows of random strings over an
-alphabet that shrinks from 32 letters to 3 teach them to match several, beside text and repeated English.
+The recipe (docs/decisions.md, "The shipped GPT reads English", and issue 46): first ``induction_warmup`` steps on
+the Trained heads page's induction task alone (random bytes, a segment repeated, scored on the repeat), where a
+256-id model crosses its plateau in a few hundred steps; then text windows mixed with rows that repeat English and
+random bytes, so the model learns the text while the heads stay and spread to every position (phase 1). Its
+induction heads then match one character, which English defeats; from ``curriculum_start`` (phase 2) rows of random
+strings over an alphabet that shrinks from 32 letters to 3 teach them to match several, beside text and repeated
+English. Issue 46 adds, after the warm-up, rows of training sentences each typed twice and scored on the copy
+(``doubled_rows``): the task the free-running probe (``writing_probe``) sets.
 
 Axis letters: L layers, b batch, h heads, T tokens, V vocabulary.
 """
@@ -32,12 +35,13 @@ from safetensors.torch import load_file, save_file
 from mha_core.gpt import data as gpt_data
 from mha_core.gpt import english_probe, head_scores
 from mha_core.gpt import evaluation as gpt_eval
+from mha_core.gpt import training_run as gpt_run
 from mha_core.gpt.evaluation import PROBE_BATCH, PROBE_SEED, heldout_loss, measure_heads, probe
 from mha_core.gpt.model import CONFIG_KEYS, GPTModel, check_config, count_parameters
 from mha_core.gpt.text_tokenizer import ByteTokenizer
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"
-CHECKPOINT = Path(__file__).resolve().parents[2] / "runs" / "own_gpt.ckpt"  # ignored by git
+RUN_DIR = Path(__file__).resolve().parents[2] / "runs" / "own_gpt"  # checkpoints and log; ignored by git
 WEIGHTS, RECORD = "own_gpt.safetensors", "own_gpt.json"
 HELDOUT_WINDOWS = 64  # held-out windows of context_length tokens for the previous-token score on plain text
 THREADS = 2  # torch threads for the shipped run: both cores of this machine
@@ -67,6 +71,9 @@ class Recipe:
     periodic_rows: int = 8  # a text stretch repeated to fill the row (gpt_data.periodic_text_rows)
     few_letter_rows: int = 8  # a few common letters at random, a stretch repeated (gpt_data.few_letter_rows)
     few_letters: int = 6
+    doubled_rows: int = 0  # rows of training sentences each typed twice (gpt_data.doubled_rows), after the warm-up
+    sentence_min: int = 20  # their sentences' lengths, in bytes (at most half the context)
+    sentence_max: int = 120
     span_min: int = 8  # the repeated text stretches' lengths, in tokens
     span_max: int = 64
     lr: float = 3e-3  # AdamW, constant after ``lr_warmup`` steps unless ``final_lr`` differs
@@ -82,6 +89,7 @@ class Recipe:
     alphabet_from: int = 32  # letters at the start of phase 2 ...
     alphabet_to: int = 3  # ... falling geometrically to this many over ``alphabet_decay`` steps
     alphabet_decay: int = 1050
+    anneal: int = 0  # phase 2's last steps, where its rate falls linearly towards a tenth (0: constant to the end)
     weight_decay: float = 0.0
     beta2: float = 0.99
     clip: float = 1.0  # gradient norm clip; 0: none
@@ -93,7 +101,20 @@ class Recipe:
         return check_config({key: getattr(self, key) for key in CONFIG_KEYS})
 
 
-RECIPE = Recipe()
+RECIPE = Recipe(
+    context_length=256,  # a sentence of 120 characters fits twice (issue 46)
+    n_layers=3,
+    steps=3200,  # phase 2, steps 1,200 to 3,200, is where the copy is learnt (issue 46)
+    batch_size=8,  # 8 windows of 256: as many text tokens per step as 16 of 128
+    text_repeat_rows=0,  # the doubled rows repeat English instead
+    periodic_rows=4,
+    few_letter_rows=0,
+    repeat_rows=2,
+    doubled_rows=8,
+    curriculum_start=1200,
+    alphabet_decay=900,
+    anneal=300,
+)
 
 
 def build(recipe: Recipe) -> GPTModel:
@@ -142,7 +163,8 @@ def learning_rate(recipe: Recipe, step: int) -> float:
     """Linear ramp over ``lr_warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at ``lr_horizon``;
     in phase 2 ``curriculum_lr``."""
     if step >= recipe.curriculum_start:
-        return recipe.curriculum_lr
+        left = (recipe.steps - step) / recipe.anneal if recipe.anneal else 1.0
+        return recipe.curriculum_lr * max(0.1, min(1.0, left))
     if step < recipe.lr_warmup:
         return recipe.lr * (step + 1) / recipe.lr_warmup
     progress = (step - recipe.lr_warmup) / max(1, recipe.lr_horizon - recipe.lr_warmup)
@@ -164,46 +186,71 @@ def train(
     *,
     stop_after: int | None = None,
     eval_every: int = 0,
-    checkpoint: Path | None = None,
+    run_dir: Path | None = None,
     checkpoint_every: int = 100,
+    writing_every: int = 0,
 ):
-    """(model, losses, seconds): ``recipe.steps`` AdamW steps (or the first ``stop_after``); ``losses`` maps each
-    ``log_every``-th step (1-based) to that step's batch loss; ``seconds`` counts every session of the run.
+    """(model, losses, seconds, milestones): ``recipe.steps`` AdamW steps (or the first ``stop_after``); ``losses``
+    maps each ``log_every``-th step (1-based) to that step's batch loss; ``seconds`` counts every session of the run.
     ``eval_every`` > 0 prints probe scores.
 
-    With ``checkpoint`` (a file), the state (model, optimiser, batch generator, step, losses) is saved there every
-    ``checkpoint_every`` steps and a run resumes from it: a two-hour run survives a stopped session."""
+    With ``run_dir``, every ``checkpoint_every`` steps the run measures a milestone (``gpt_run.milestone``, the
+    free-running probe too every ``writing_every`` steps), logs it and saves a checkpoint there; a run started on a
+    directory that holds one resumes from the newest: a two-hour run survives a stopped session."""
     torch.manual_seed(recipe.seed)
     model = build(recipe)
     model.train()
     optimizer, gen = _optimizer(model, recipe, phase=1), torch.Generator().manual_seed(recipe.seed + 1)
-    losses, first, spent = {}, 0, 0.0
-    if checkpoint is not None and Path(checkpoint).exists():
-        state = _checkpoint_state(Path(checkpoint), recipe)
-        if state["step"] > recipe.curriculum_start:
+    losses, milestones, first, spent = {}, [], 0, 0.0
+    saved = gpt_run.checkpoints(run_dir) if run_dir is not None else []
+    if saved:
+        payload = gpt_run.load(saved[-1], recipe)
+        if payload["step"] > recipe.curriculum_start:
             optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator()
-        first, losses, spent = resume(state, model, optimizer, gen)
+        gpt_run.restore(payload, model, optimizer, gen)
+        first, losses, milestones, spent = (payload[k] for k in ("step", "losses", "milestones", "wall_time_s"))
+        gpt_run.log(run_dir, f"resuming at step {first} from {saved[-1].name}")
+    data = (train_ids, _sentence_pool(recipe, train_ids))
     started = time.perf_counter() - spent
     for step in range(first, recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
         if step == recipe.curriculum_start:  # phase 2: a fresh optimiser and batches
             optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator().manual_seed(recipe.seed + 2)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(recipe, step)
-        loss = batch_loss(model, recipe, train_ids, gen, step)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if recipe.clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
-        optimizer.step()
+        loss = _step(model, optimizer, recipe, data, gen, step)
         if (step + 1) % recipe.log_every == 0:
-            losses[step + 1] = loss.item()
+            losses[step + 1] = loss
         if eval_every and (step + 1) % eval_every == 0:
-            gpt_eval.report_progress(model, recipe, step + 1, loss.item(), time.perf_counter() - started)
-        if checkpoint is not None and (step + 1) % checkpoint_every == 0:
-            state = (model, optimizer, gen, step + 1, losses, time.perf_counter() - started)
-            save_checkpoint(Path(checkpoint), recipe, *state)
+            gpt_eval.report_progress(model, recipe, step + 1, loss, time.perf_counter() - started)
+        if run_dir is not None and (step + 1) % checkpoint_every == 0:
+            writing = bool(writing_every) and (step + 1) % writing_every == 0
+            milestones.append(gpt_run.milestone(model, recipe, step + 1, writing=writing))
+            wall = time.perf_counter() - started
+            gpt_run.log(run_dir, f"step {step + 1}  {wall:.0f}s  loss {loss:.3f}  {gpt_run.describe(milestones[-1])}")
+            state = {"model": model, "optimizer": optimizer, "generator": gen, "step": step + 1}
+            gpt_run.save(run_dir, recipe, state | {"losses": losses, "milestones": milestones, "wall_time_s": wall})
     model.eval()
-    return model, losses, time.perf_counter() - started
+    return model, losses, time.perf_counter() - started, milestones
+
+
+def _step(model: GPTModel, optimizer, recipe: Recipe, data, gen: torch.Generator, step: int) -> float:
+    """One AdamW step at ``step``'s learning rate, the gradient norm clipped; the batch loss."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate(recipe, step)
+    loss = batch_loss(model, recipe, data, gen, step)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if recipe.clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
+    optimizer.step()
+    return loss.item()
+
+
+def _sentence_pool(recipe: Recipe, train_ids: torch.Tensor) -> list[torch.Tensor]:
+    """The training text's sentences that ``doubled_rows`` repeat (none when the recipe has no such rows)."""
+    if not recipe.doubled_rows:
+        return []
+    text = bytes(train_ids.tolist()).decode("utf-8", errors="replace")
+    longest = min(recipe.sentence_max, (recipe.context_length - 1) // 2)  # twice, a space between, fits
+    return gpt_data.sentences(text, recipe.sentence_min, longest)
 
 
 def _optimizer(model: GPTModel, recipe: Recipe, *, phase: int) -> torch.optim.AdamW:
@@ -214,53 +261,11 @@ def _optimizer(model: GPTModel, recipe: Recipe, *, phase: int) -> torch.optim.Ad
     return torch.optim.AdamW(groups, lr=recipe.lr if phase == 1 else recipe.curriculum_lr, betas=(0.9, recipe.beta2))
 
 
-def save_checkpoint(path: Path, recipe: Recipe, model, optimizer, gen, step: int, losses: dict, wall: float) -> None:
-    """Everything a run needs to go on from ``step``, written to a temporary file first (a kill mid-write keeps
-    the last good checkpoint)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {
-        "recipe": dataclasses.asdict(recipe),
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "generator": gen.get_state(),
-        "step": step,
-        "losses": losses,
-        "wall_time_s": wall,
-    }
-    partial = path.with_suffix(".partial")
-    torch.save(state, partial)
-    partial.replace(path)
-
-
-LATER_FIELDS = frozenset(f.name for f in dataclasses.fields(Recipe) if f.name.startswith(("curriculum", "alphabet")))
-
-
-def _checkpoint_state(path: Path, recipe: Recipe) -> dict:
-    """A checkpoint of this recipe; one made before phase 2 may differ in phase 2's fields, the step count and the
-    cosine's horizon (read from its step count). A ValueError names any other difference."""
-    state = torch.load(path, weights_only=False)
-    saved, wanted = dict(state["recipe"]), dataclasses.asdict(recipe)
-    saved.setdefault("lr_horizon", saved["steps"])
-    free = LATER_FIELDS | {"steps"} if state["step"] <= recipe.curriculum_start else frozenset()
-    changed = sorted(k for k, v in wanted.items() if k not in free and saved.get(k) != v)
-    if changed:
-        raise ValueError(f"{path} is a checkpoint of another recipe (fields {changed} differ): delete it or match")
-    return state
-
-
-def resume(state: dict, model, optimizer, gen) -> tuple[int, dict, float]:
-    """(step, losses, seconds spent) from a checkpoint's state, loaded into the model, optimiser and generator."""
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    gen.set_state(state["generator"])
-    print(f"resuming at step {state['step']}", flush=True)
-    return state["step"], state["losses"], state["wall_time_s"]
-
-
-def batch_loss(model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: torch.Generator, step: int):
-    """One step's loss: in the warm-up, the mean cross-entropy on the repeats of short random-byte induction rows;
-    after it, the mean over the kinds of rows of each kind's mean (text everywhere, random bytes and alphabet rows
-    on the repeat)."""
+def batch_loss(model: GPTModel, recipe: Recipe, data: tuple, gen: torch.Generator, step: int):
+    """One step's loss on ``data`` (training ids, sentence pool): in the warm-up, the mean cross-entropy on the
+    repeats of short random-byte induction rows; after it, the mean over the kinds of rows of each kind's mean (text
+    everywhere, random bytes, alphabet rows and doubled sentences on the repeat)."""
+    train_ids, pool = data
     if step < recipe.induction_warmup:
         rows = [gpt_data.induction_rows(gen, recipe.warmup_rows, recipe.warmup_length, recipe.vocab_size)]
     elif step >= recipe.curriculum_start:
@@ -284,6 +289,8 @@ def batch_loss(model: GPTModel, recipe: Recipe, train_ids: torch.Tensor, gen: to
         rows = [(t[:, :-1], t[:, 1:], torch.ones(t.shape[0], length - 1, dtype=torch.bool)) for t in texts]
         if recipe.repeat_rows:
             rows.append(gpt_data.induction_rows(gen, recipe.repeat_rows, recipe.context_length, recipe.vocab_size))
+    if recipe.doubled_rows and step >= recipe.induction_warmup:
+        rows.append(gpt_data.doubled_rows(pool, gen, recipe.doubled_rows, recipe.context_length, train_ids))
     means = [F.cross_entropy(model(ids)[scored], targets[scored]) for ids, targets, scored in rows]
     return sum(means) / len(means)
 
@@ -307,6 +314,7 @@ def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tenso
         "unigram_heldout_loss": gpt_data.unigram_loss(train_ids, heldout_ids[1:], recipe.vocab_size),
         "english_probe": english,
         "probe": {"period": recipe.probe_period, "repeats": 2, "batch_size": PROBE_BATCH, "seed": PROBE_SEED},
+        "writing": gpt_run.writing(model, recipe),
         "head_scores": {kind: value.tolist() for kind, value in scores.items()},
         "strongest": {kind: head_scores.strongest(value) for kind, value in scores.items()},
         "wall_time_s": wall,
@@ -339,37 +347,48 @@ def load_shipped(directory: Path = SHIPPED) -> tuple[GPTModel, ByteTokenizer]:
     return model.float().eval(), ByteTokenizer()
 
 
-def parse_args(argv: list[str]) -> tuple[Recipe, Path, int, Path]:
-    """``key=value`` overrides of ``RECIPE``; ``out=DIR``, ``eval_every=N`` and ``checkpoint=FILE`` are not
-    recipe fields."""
+OPTIONS = {"out": Path, "run": Path, "eval_every": int, "checkpoint_every": int, "writing_every": int, "threads": int}
+
+
+def parse_args(argv: list[str]) -> tuple[Recipe, dict]:
+    """``key=value`` overrides of ``RECIPE`` and the run's options (``OPTIONS``: where to write, the run directory,
+        how often to measure, torch threads); ``resume`` takes the recipe from the run directory's newest checkpoint,
+    with the overrides given (``gpt_run.load`` refuses any but ``steps``)."""
     fields = {f.name: f.type for f in dataclasses.fields(Recipe)}
-    overrides, out, eval_every, checkpoint = {}, SHIPPED, 0, CHECKPOINT
+    overrides = {}
+    options = {"out": SHIPPED, "run": RUN_DIR, "eval_every": 0, "checkpoint_every": 100, "writing_every": 100}
+    options |= {"threads": THREADS, "resume": False}
     for arg in argv:
         key, _, value = arg.partition("=")
-        if key == "out":
-            out = Path(value)
-        elif key == "eval_every":
-            eval_every = int(value)
-        elif key == "checkpoint":
-            checkpoint = Path(value)
+        if arg == "resume":
+            options["resume"] = True
+        elif key in OPTIONS:
+            options[key] = OPTIONS[key](value)
         elif key in fields:
             kind = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true")}[fields[key]]
             overrides[key] = kind(value)
         else:
-            raise ValueError(
-                f"unknown argument {arg!r}: key=value with key in {sorted(fields)}, out, eval_every, checkpoint"
-            )
-    return dataclasses.replace(RECIPE, **overrides), out, eval_every, checkpoint
+            raise ValueError(f"unknown argument {arg!r}: key=value with key in {sorted(fields)}, {sorted(OPTIONS)}")
+    recipe = dataclasses.replace(RECIPE, **overrides)
+    if options["resume"]:
+        saved = gpt_run.checkpoints(options["run"])
+        if not saved:
+            raise ValueError(f"resume: {options['run']} holds no checkpoint (step-*.pt)")
+        recipe = Recipe(**torch.load(saved[-1], weights_only=False)["recipe"] | overrides)  # steps=N: go on longer
+    return recipe, options
 
 
 def main(argv: list[str]) -> dict:
-    recipe, out, eval_every, checkpoint = parse_args(argv)
-    torch.set_num_threads(THREADS)
+    """Train (or resume) the recipe with the options, then write the weights and the record to ``out``."""
+    recipe, options = parse_args(argv)
+    torch.set_num_threads(options["threads"])
     _, train_ids, heldout_ids = prepare(recipe)
-    model, losses, wall = train(recipe, train_ids, eval_every=eval_every, checkpoint=checkpoint)
-    rec = record(recipe, model, losses, (train_ids, heldout_ids), wall)
-    save(out, model, rec)
-    print(json.dumps({k: rec[k] for k in ("heldout_loss", "unigram_heldout_loss", "strongest", "wall_time_s")}))
+    run = {k: options[k] for k in ("eval_every", "checkpoint_every", "writing_every")}
+    model, losses, wall, milestones = train(recipe, train_ids, run_dir=options["run"], **run)
+    rec = record(recipe, model, losses, (train_ids, heldout_ids), wall) | {"milestones": milestones}
+    save(options["out"], model, rec)
+    summary = {k: rec[k] for k in ("heldout_loss", "unigram_heldout_loss", "strongest", "wall_time_s")}
+    gpt_run.log(options["run"], f"done: {json.dumps(summary | {'writing': rec.get('writing')})}")
     return rec
 
 

@@ -7,6 +7,7 @@ scores on the probe. Tolerances are relative, never bitwise: matmuls differ slig
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -16,9 +17,10 @@ import torch.nn.functional as F
 import mha_core
 from mha_core.attention.modules import trace_forward
 from mha_core.gpt import data as gpt_data
-from mha_core.gpt import english_probe, head_scores
+from mha_core.gpt import english_probe, head_scores, writing_probe
 from mha_core.gpt import evaluation as gpt_eval
 from mha_core.gpt import training as gpt_training
+from mha_core.gpt import training_run as gpt_run
 from mha_core.gpt.model import GPTModel
 
 TINY = {"vocab_size": 50, "context_length": 12, "emb_dim": 16, "n_heads": 4, "n_layers": 3, "drop_rate": 0.0}
@@ -181,7 +183,7 @@ def test_induction_rows_score_exactly_the_repeat_and_their_targets_are_the_next_
 
 def test_a_short_retrain_reproduces_the_recorded_losses_and_the_loss_falls(prepared, record, recipe, one_thread):
     _, train_ids, _ = prepared
-    _, losses, _ = gpt_training.train(recipe, train_ids, stop_after=RETRAIN_STEPS)
+    _, losses, _, _ = gpt_training.train(recipe, train_ids, stop_after=RETRAIN_STEPS)
     assert sorted(losses) == list(range(recipe.log_every, RETRAIN_STEPS + 1, recipe.log_every))
     for step, loss in losses.items():
         assert loss == pytest.approx(record["train_loss"][str(step)], rel=1e-3), step
@@ -247,6 +249,29 @@ def test_on_repeated_english_it_never_saw_the_induction_heads_copy(shipped, reco
     assert recorded["best_previous_token_on_text"] >= 0.5
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 46 open: the shipped model (context 128) cannot yet write the copy; the retrained one replaces it",
+)
+def test_the_shipped_model_writes_the_held_out_sentences_on_its_own(shipped, record, recipe):
+    """Issue 46's bar, recomputed from the shipped files: a sentence of 120 characters fits twice, greedy decoding
+    completes >= 90% of the held-out sentences (every count as recorded: all from one teacher-forced pass, the
+    first five by decoding), and the English probe, the previous-token head and the held-out loss keep their bars."""
+    model, tokenizer = shipped
+    assert recipe.context_length >= 2 * 120 + 1
+    right = writing_probe.teacher_forced_mistakes(model, tokenizer)
+    assert right == record["writing"]["correct_before_mistake"]
+    decoded = writing_probe.free_running(model, tokenizer, writing_probe.SENTENCES[:5])
+    assert decoded.correct_before_mistake == right[:5]
+    to_write = [len(s) - writing_probe.PREFIX for s in writing_probe.SENTENCES]
+    completed = sum(r == n for r, n in zip(right, to_write, strict=True))
+    assert completed == record["writing"]["completed"] and completed >= 0.9 * len(writing_probe.SENTENCES)
+    english = english_probe.score_repeats(model, tokenizer)
+    assert english.best_induction >= 0.5 and english.second_copy_accuracy >= 0.98
+    assert record["english_probe"]["best_previous_token_on_text"] >= 0.5
+    assert record["heldout_loss"] <= 1.40
+
+
 def test_knocking_out_the_previous_token_heads_breaks_the_copy(shipped, record):
     model, tokenizer = shipped
     heads = [tuple(pair) for pair in record["english_probe"]["heads"]["previous-token heads"]]
@@ -294,17 +319,49 @@ def test_phase_two_shrinks_the_alphabet_and_keeps_its_rate(recipe):
     assert gpt_training.learning_rate(recipe, 0) == pytest.approx(recipe.lr)
 
 
-def test_a_run_resumes_from_its_checkpoint_where_it_stopped(prepared, tmp_path, one_thread):
-    """Ten steps in one go equal five, a checkpoint, and five more: the state a stopped session leaves is whole."""
+TINY_RUN = {  # a recipe small enough for a test: every phase, and doubled sentences, in ten steps
+    "context_length": 128,  # the English probe's sentences twice (the milestones) fit
+    "emb_dim": 16, "n_heads": 2, "steps": 10, "induction_warmup": 2, "warmup_rows": 4, "warmup_length": 8,
+    "batch_size": 2, "text_repeat_rows": 2, "periodic_rows": 2, "few_letter_rows": 2, "repeat_rows": 2,
+    "doubled_rows": 2, "span_min": 2, "span_max": 8, "curriculum_start": 6, "alphabet_rows": 2,
+    "alphabet_length": 16, "anneal": 3, "log_every": 1,
+}  # fmt: skip
+
+
+def test_a_run_resumes_from_its_checkpoint_bit_for_bit(prepared, tmp_path, one_thread):
+    """Ten steps in one go equal five, a stop, and five more from the run directory: the model, the losses and
+    the milestones are identical (same machine, same thread count), the log says where it resumed."""
     _, train_ids, _ = prepared
-    tiny = gpt_training.Recipe(context_length=16, emb_dim=16, n_heads=2, steps=10, induction_warmup=2,
-                               warmup_rows=4, warmup_length=8, batch_size=2, text_repeat_rows=2, periodic_rows=2,
-                               few_letter_rows=2, repeat_rows=2, span_min=2, span_max=8, curriculum_start=6,
-                               alphabet_rows=2, alphabet_length=16, log_every=1)  # fmt: skip
-    straight, _, _ = gpt_training.train(tiny, train_ids)
-    checkpoint = tmp_path / "run.ckpt"
-    gpt_training.train(tiny, train_ids, stop_after=5, checkpoint=checkpoint, checkpoint_every=5)
-    resumed, losses, _ = gpt_training.train(tiny, train_ids, checkpoint=checkpoint, checkpoint_every=5)
-    assert sorted(losses) == list(range(1, 11))
+    tiny = gpt_training.Recipe(**TINY_RUN)
+    straight, losses, _, milestones = gpt_training.train(tiny, train_ids, run_dir=tmp_path / "a", checkpoint_every=5)
+    gpt_training.train(tiny, train_ids, stop_after=5, run_dir=tmp_path / "b", checkpoint_every=5)
+    assert [p.name for p in gpt_run.checkpoints(tmp_path / "b")] == ["step-000005.pt"]
+    resumed, resumed_losses, _, resumed_milestones = gpt_training.train(
+        tiny, train_ids, run_dir=tmp_path / "b", checkpoint_every=5
+    )
+    assert sorted(resumed_losses) == list(range(1, 11)) and resumed_losses == losses
+    assert resumed_milestones == milestones and [m["step"] for m in milestones] == [5, 10]
     for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        assert torch.equal(a, b)
+    assert "resuming at step 5 from step-000005.pt" in (tmp_path / "b" / gpt_run.LOG).read_text()
+    assert gpt_training.learning_rate(tiny, 9) < gpt_training.learning_rate(tiny, 6) == tiny.curriculum_lr
+
+
+def test_resume_reads_the_recipe_from_the_run_and_refuses_another(prepared, tmp_path, one_thread):
+    _, train_ids, _ = prepared
+    tiny = gpt_training.Recipe(**TINY_RUN)
+    gpt_training.train(tiny, train_ids, stop_after=2, run_dir=tmp_path, checkpoint_every=1)
+    assert [p.name for p in gpt_run.checkpoints(tmp_path)] == ["step-000001.pt", "step-000002.pt"][-gpt_run.KEEP :]
+    recipe, options = gpt_training.parse_args(["resume", f"run={tmp_path}", "threads=1"])
+    assert recipe == tiny and options["run"] == tmp_path and options["threads"] == 1
+    longer, _ = gpt_training.parse_args(["resume", f"run={tmp_path}", "steps=12"])
+    assert longer == dataclasses.replace(tiny, steps=12)
+    _, losses, _, _ = gpt_training.train(longer, train_ids, stop_after=3, run_dir=tmp_path, checkpoint_every=1)
+    assert sorted(losses) == [1, 2, 3]  # a longer run goes on from the checkpoint of the shorter one
+    other = gpt_training.Recipe(**TINY_RUN | {"emb_dim": 32})
+    with pytest.raises(ValueError, match=r"fields \['emb_dim'\] differ"):
+        gpt_training.train(other, train_ids, run_dir=tmp_path)
+    with pytest.raises(ValueError, match="holds no checkpoint"):
+        gpt_training.parse_args(["resume", f"run={tmp_path / 'empty'}"])
+    with pytest.raises(ValueError, match="unknown argument 'colour=red'"):
+        gpt_training.parse_args(["colour=red"])
