@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
-from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.cached import teaching_runs
 from explorer.glue.frame import boundary, sidebar
 from explorer.glue.state import trained_link, url
 from explorer.views.step_notes import PREVIOUS_TOKEN_LINK
@@ -122,11 +122,11 @@ def main() -> None:
     presenter = sidebar.presenter_toggle()
     settings = sidebar.settings_sidebar()
     state = st.session_state
-    teaching_cache.seed_int("step_number", "step", 1, 1, STEP_COUNT)
-    teaching_cache.seed_int("step_batch", "batch", 0, 0, settings.batch_size - 1)
+    teaching_runs.seed_int("step_number", "step", 1, 1, STEP_COUNT)
+    teaching_runs.seed_int("step_batch", "batch", 0, 0, settings.batch_size - 1)
     st.sidebar.header("View")
     st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="step_batch")
-    view = teaching_cache.step_view(settings, int(state.step_number), int(state.step_batch), presenter)
+    view = teaching_runs.step_view(settings, int(state.step_number), int(state.step_batch), presenter)
 
     if presenter:
         st.title(f"{view.number}/{view.count} · {view.title}")

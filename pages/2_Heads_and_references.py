@@ -7,8 +7,7 @@
 
 import streamlit as st
 
-from explorer.glue.cached import real_circuits
-from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.cached import real_circuits, teaching_runs
 from explorer.glue.frame import boundary, sidebar
 from explorer.glue.memory import caches
 from explorer.glue.state import url
@@ -23,7 +22,7 @@ def main() -> None:
     settings = caches.fit_page(sidebar_settings, "heads")
     state = st.session_state
 
-    teaching_cache.seed_int("heads_batch", "batch", 0, 0, settings.batch_size - 1)
+    teaching_runs.seed_int("heads_batch", "batch", 0, 0, settings.batch_size - 1)
     st.sidebar.header("View")
     st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="heads_batch")
     batch_index = int(state.heads_batch)
@@ -53,15 +52,15 @@ PARTS = {
 def circuits_part(settings, batch_index: int, presenter: bool) -> dict[str, int]:
     """One head as W_QK and W_OV, and one token's output row as the sum over heads; returns its URL parameters."""
     labels = caches.input_labels(settings)
-    teaching_cache.seed_int("circuits_head", "head", 0, 0, settings.num_heads - 1)
-    teaching_cache.seed_int("circuits_token", "token", min(1, len(labels) - 1), 0, len(labels) - 1)
+    teaching_runs.seed_int("circuits_head", "head", 0, 0, settings.num_heads - 1)
+    teaching_runs.seed_int("circuits_token", "token", min(1, len(labels) - 1), 0, len(labels) - 1)
     url.show_notices()  # a head or token out of range in the link, corrected just now
     st.sidebar.number_input("head", 0, settings.num_heads - 1, key="circuits_head")
     st.sidebar.selectbox(
         "token (for the sum)", list(range(len(labels))), key="circuits_token", format_func=lambda i: f"{i}: {labels[i]}"
     )
     head, token = int(st.session_state.circuits_head), int(st.session_state.circuits_token)
-    view = teaching_cache.circuits_view(settings, head, batch_index, token, presenter)
+    view = teaching_runs.circuits_view(settings, head, batch_index, token, presenter)
     if not presenter:
         st.markdown(head_circuits.INTRO)
         st.caption(head_circuits.SCALE_NOTE + " " + head_circuits.RANK_NOTE)
@@ -97,7 +96,7 @@ def heads_part(settings, batch_index: int, presenter: bool) -> None:
                 "deterministic."
             )
 
-    heads_view = teaching_cache.heads_view(settings, batch_index, presenter)
+    heads_view = teaching_runs.heads_view(settings, batch_index, presenter)
     side, stage = st.columns([1.2, 3.8], gap="medium") if presenter else (st.container(), st.container())
     with side:
         show_difference(heads_view)
@@ -124,7 +123,7 @@ def show_differences_by_step(heads_view, presenter: bool) -> None:
 
 def references_part(settings, presenter: bool) -> None:
     st.markdown(heads_and_references.FUSED_NO_WEIGHTS)
-    columns = teaching_cache.reference_dtypes(settings)
+    columns = teaching_runs.reference_dtypes(settings)
     if not presenter:
         st.markdown(
             f"The module's weights are copied into `torch.nn.MultiheadAttention` (causal mask translated to its "
@@ -135,7 +134,7 @@ def references_part(settings, presenter: bool) -> None:
         moved = [name for name, _, _ in columns if name.endswith("(cpu)")]
         if moved:
             st.info(f"{settings.device} has no float64, so the float64 column runs on the cpu.")
-    reports = teaching_cache.references(settings)
+    reports = teaching_runs.references(settings)
     table = heads_and_references.reference_table(reports)
     boundary.show_table(table, presenter=presenter, key="reference_table", formats=dict.fromkeys(reports, "%.2e"))
     if not presenter:

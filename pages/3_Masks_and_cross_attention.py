@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.cached import teaching_runs
 from explorer.glue.frame import boundary, sidebar
 from explorer.glue.state import url
 from explorer.glue.state.url import MASK_IMPLEMENTATIONS, MASK_KINDS, MAX_CROSS_TOKENS, MaskParams
@@ -31,14 +31,14 @@ def padding_mask(batch_size: int, src_len: int) -> MaskChoice:
     cols = st.columns(min(batch_size, 8))
     lengths = []
     for n in range(batch_size):
-        teaching_cache.seed_int(f"masks_len{n}", f"len{n}", src_len - n, 0, src_len)
+        teaching_runs.seed_int(f"masks_len{n}", f"len{n}", src_len - n, 0, src_len)
         lengths.append(int(cols[n].number_input(f"length, batch {n}", 0, src_len, key=f"masks_len{n}")))
     return MaskChoice(MaskParams(kind="padding", lengths=tuple(lengths)), {f"len{n}": v for n, v in enumerate(lengths)})
 
 
 def window_mask(src_len: int) -> MaskChoice:
-    teaching_cache.seed_int("masks_window", "window", 2, 1, src_len)
-    teaching_cache.seed_choice("masks_side", "window_side", "causal", ("causal", "both"))
+    teaching_runs.seed_int("masks_window", "window", 2, 1, src_len)
+    teaching_runs.seed_choice("masks_side", "window_side", "causal", ("causal", "both"))
     w1, w2 = st.columns(2)
     window = sidebar.range_slider_or_fixed(w1, "window: |i − j| < window", 1, src_len, key="masks_window")
     side = w2.radio(
@@ -53,7 +53,7 @@ def window_mask(src_len: int) -> MaskChoice:
 
 
 def random_mask(seed: int) -> MaskChoice:
-    teaching_cache.seed_int("masks_keep", "keep", 70, 0, 100)
+    teaching_runs.seed_int("masks_keep", "keep", 70, 0, 100)
     keep = int(st.slider("chance a position is kept (%)", 0, 100, key="masks_keep"))
     return MaskChoice(views.random_params(keep, seed), {"keep": keep})
 
@@ -184,7 +184,7 @@ def presenter_panels(view, settings) -> None:
 def main() -> None:
     presenter = sidebar.presenter_toggle()
     settings = sidebar.settings_sidebar(fields=sidebar.CROSS_FIELDS)
-    seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
+    seed_int, seed_choice = teaching_runs.seed_int, teaching_runs.seed_choice
     batch_size = settings.batch_size
 
     st.title("Masks and cross-attention")
@@ -205,7 +205,7 @@ def main() -> None:
         mask = mask_choice(kind, settings, tgt_len, src_len)
 
     url.show_notices()
-    view = teaching_cache.masks_view(settings, tgt_len, src_len, mask.params, batch_index, implementation, presenter)
+    view = teaching_runs.masks_view(settings, tgt_len, src_len, mask.params, batch_index, implementation, presenter)
     if not presenter:
         st.markdown(
             f"`QKVMultiHeadAttention(hidden_dim={settings.d_out}, n_heads={settings.num_heads})`: {tgt_len} queries "

@@ -6,7 +6,7 @@ Each knob runs the same MultiHeadAttention: with ExplicitAttention(scale=...), o
 
 import streamlit as st
 
-from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.cached import teaching_runs
 from explorer.glue.frame import boundary, sidebar
 from explorer.glue.memory import caches
 from explorer.glue.state import url
@@ -19,7 +19,7 @@ def main() -> None:
     presenter = sidebar.presenter_toggle()
     sidebar_settings = sidebar.settings_sidebar(fields=sidebar.EVAL_FIELDS)
     settings = caches.fit_page(sidebar_settings, "knobs")
-    seed_int, seed_choice = teaching_cache.seed_int, teaching_cache.seed_choice
+    seed_int, seed_choice = teaching_runs.seed_int, teaching_runs.seed_choice
 
     seed_choice("knobs_scale", "scale", "1", SCALE_MULTIPLIERS)
     default_percent = round(settings.dropout * 100) if settings.dropout >= 0.05 else 50
@@ -85,7 +85,7 @@ def temperature_knob(settings, show, presenter: bool) -> None:
         key="knobs_scale",
         format_func=lambda m: f"×{m} → {float(m) / head_dim**0.5:.3g}" + (" (the book)" if m == "1" else ""),
     )
-    temperature = teaching_cache.temperature_view(settings, multiplier, presenter)
+    temperature = teaching_runs.temperature_view(settings, multiplier, presenter)
     if not presenter:
         st.markdown(
             f"The weights are softmax(scores × scale). The book's scale is 1/√head_dim = {1 / head_dim**0.5:.3g}; "
@@ -108,7 +108,7 @@ def dropout_knob(settings, show, presenter: bool) -> None:
     d1, d2 = (st.container(), st.container()) if presenter else st.columns([3, 1])
     percent = int(d1.slider("dropout p (%)", 5, 90, step=5, key="knobs_drop"))
     draw = int(d2.number_input("draw", 0, 999, key="knobs_draw", help="Another seed for dropout's random mask."))
-    dropout = teaching_cache.dropout_view(settings, percent, draw, presenter)
+    dropout = teaching_runs.dropout_view(settings, percent, draw, presenter)
     if not presenter:
         st.markdown(
             f"In train mode `nn.Dropout(p={dropout.p:g})` zeroes each attention weight with probability p and "
@@ -128,7 +128,7 @@ def dropout_knob(settings, show, presenter: bool) -> None:
 
 def preset_knob(settings, show, presenter: bool) -> None:
     preset = st.radio("weights", PRESETS, key="knobs_preset", horizontal=True)
-    made = teaching_cache.preset_view(settings, preset, presenter)
+    made = teaching_runs.preset_view(settings, preset, presenter)
     st.markdown(made.description)
     if made.hits is not None:  # a positional preset, on at most MAX_PRESET_TOKENS one-hot positions
         if settings.num_tokens > made.num_tokens:

@@ -6,7 +6,7 @@ The token and batch element are in the URL (?token=1&batch=0). Every number come
 
 import streamlit as st
 
-from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.cached import teaching_runs
 from explorer.glue.frame import boundary, sidebar
 from explorer.glue.memory import caches
 from explorer.glue.state import url
@@ -23,8 +23,8 @@ def main() -> None:
     settings = caches.fit_page(sidebar_settings, "follow")  # the URL keeps the user's own settings
     state = st.session_state
     last = settings.num_tokens - 1
-    teaching_cache.seed_int("follow_token", "token", DEFAULT_TOKEN, 0, last)
-    teaching_cache.seed_int("follow_batch", "batch", 0, 0, settings.batch_size - 1)
+    teaching_runs.seed_int("follow_token", "token", DEFAULT_TOKEN, 0, last)
+    teaching_runs.seed_int("follow_batch", "batch", 0, 0, settings.batch_size - 1)
     labels = caches.input_labels(settings)
     st.sidebar.header("View")
     st.sidebar.number_input("batch element", 0, settings.batch_size - 1, key="follow_batch")
@@ -40,7 +40,7 @@ def main() -> None:
     show_glance(settings, batch_index, token, presenter)
     if presenter:  # after the figure, which fills the first screen (a notice above pushed its legend off it)
         url.show_notices()
-    view = teaching_cache.token_view(settings, token, batch_index, presenter)
+    view = teaching_runs.token_view(settings, token, batch_index, presenter)
     show_heads(view, token, presenter, followed)
     show_output(view, token, batch_index, presenter)
     head = {"head": followed} if followed is not None else {}
@@ -50,7 +50,7 @@ def main() -> None:
 def show_glance(settings, batch_index: int, token: int, presenter: bool) -> None:
     """1. Every head at a glance."""
     st.header("At a glance: every head")
-    glance = teaching_cache.head_view(settings, batch_index, token, presenter)
+    glance = teaching_runs.head_view(settings, batch_index, token, presenter)
     if not presenter:
         st.markdown(
             "Queries on the left, keys on the right: each line's strength is the attention weight, one "

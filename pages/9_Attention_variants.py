@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from explorer.glue.cached import teaching_runs as teaching_cache
+from explorer.glue.cached import teaching_runs
 from explorer.glue.cached import variant_runs as variants_cache
 from explorer.glue.frame import boundary, sidebar
 from explorer.glue.memory import caches
@@ -91,7 +91,7 @@ def variant_controls(fitted) -> tuple[int, int, int]:
 def seed_page_params() -> None:
     """Every section's own URL values, read once into the widgets' state (clamped, with notices) before the notices
     are shown: the other sections keep theirs in the URL."""
-    seed_choice, seed_int = teaching_cache.seed_choice, teaching_cache.seed_int
+    seed_choice, seed_int = teaching_runs.seed_choice, teaching_runs.seed_int
     seed_choice("var_kind", "variant", "GQA", variants_cache.VARIANT_KINDS)
     seed_choice("var_config", "config", variants_cache.CONFIG_CHOICES[0], variants_cache.CONFIG_CHOICES)
     seed_choice("var_source", "source", "gpt", tuple(variants_cache.SOURCES))

@@ -33,9 +33,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from mha_core.gpt import data as gpt_data
-from mha_core.gpt import english_probe, head_scores
+from mha_core.gpt import english_probe, head_scores, training_run
 from mha_core.gpt import evaluation as gpt_eval
-from mha_core.gpt import training_run as gpt_run
 from mha_core.gpt.evaluation import PROBE_BATCH, PROBE_SEED, heldout_loss, measure_heads, probe
 from mha_core.gpt.model import CONFIG_KEYS, GPTModel, check_config, count_parameters
 from mha_core.gpt.text_tokenizer import ByteTokenizer
@@ -194,7 +193,7 @@ def train(
     maps each ``log_every``-th step (1-based) to that step's batch loss; ``seconds`` counts every session of the run.
     ``eval_every`` > 0 prints probe scores.
 
-    With ``run_dir``, every ``checkpoint_every`` steps the run measures a milestone (``gpt_run.milestone``, the
+    With ``run_dir``, every ``checkpoint_every`` steps the run measures a milestone (``training_run.milestone``, the
     free-running probe too every ``writing_every`` steps), logs it and saves a checkpoint there; a run started on a
     directory that holds one resumes from the newest: a two-hour run survives a stopped session."""
     torch.manual_seed(recipe.seed)
@@ -202,14 +201,14 @@ def train(
     model.train()
     optimizer, gen = _optimizer(model, recipe, phase=1), torch.Generator().manual_seed(recipe.seed + 1)
     losses, milestones, first, spent = {}, [], 0, 0.0
-    saved = gpt_run.checkpoints(run_dir) if run_dir is not None else []
+    saved = training_run.checkpoints(run_dir) if run_dir is not None else []
     if saved:
-        payload = gpt_run.load(saved[-1], recipe)
+        payload = training_run.load(saved[-1], recipe)
         if payload["step"] > recipe.curriculum_start:
             optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator()
-        gpt_run.restore(payload, model, optimizer, gen)
+        training_run.restore(payload, model, optimizer, gen)
         first, losses, milestones, spent = (payload[k] for k in ("step", "losses", "milestones", "wall_time_s"))
-        gpt_run.log(run_dir, f"resuming at step {first} from {saved[-1].name}")
+        training_run.log(run_dir, f"resuming at step {first} from {saved[-1].name}")
     data = (train_ids, _sentence_pool(recipe, train_ids))
     started = time.perf_counter() - spent
     for step in range(first, recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
@@ -222,11 +221,15 @@ def train(
             gpt_eval.report_progress(model, recipe, step + 1, loss, time.perf_counter() - started)
         if run_dir is not None and (step + 1) % checkpoint_every == 0:
             writing = bool(writing_every) and (step + 1) % writing_every == 0
-            milestones.append(gpt_run.milestone(model, recipe, step + 1, writing=writing))
+            milestones.append(training_run.milestone(model, recipe, step + 1, writing=writing))
             wall = time.perf_counter() - started
-            gpt_run.log(run_dir, f"step {step + 1}  {wall:.0f}s  loss {loss:.3f}  {gpt_run.describe(milestones[-1])}")
+            training_run.log(
+                run_dir, f"step {step + 1}  {wall:.0f}s  loss {loss:.3f}  {training_run.describe(milestones[-1])}"
+            )
             state = {"model": model, "optimizer": optimizer, "generator": gen, "step": step + 1}
-            gpt_run.save(run_dir, recipe, state | {"losses": losses, "milestones": milestones, "wall_time_s": wall})
+            training_run.save(
+                run_dir, recipe, state | {"losses": losses, "milestones": milestones, "wall_time_s": wall}
+            )
     model.eval()
     return model, losses, time.perf_counter() - started, milestones
 
@@ -314,7 +317,7 @@ def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tenso
         "unigram_heldout_loss": gpt_data.unigram_loss(train_ids, heldout_ids[1:], recipe.vocab_size),
         "english_probe": english,
         "probe": {"period": recipe.probe_period, "repeats": 2, "batch_size": PROBE_BATCH, "seed": PROBE_SEED},
-        "writing": gpt_run.writing(model, recipe),
+        "writing": training_run.writing(model, recipe),
         "head_scores": {kind: value.tolist() for kind, value in scores.items()},
         "strongest": {kind: head_scores.strongest(value) for kind, value in scores.items()},
         "wall_time_s": wall,
@@ -353,7 +356,7 @@ OPTIONS = {"out": Path, "run": Path, "eval_every": int, "checkpoint_every": int,
 def parse_args(argv: list[str]) -> tuple[Recipe, dict]:
     """``key=value`` overrides of ``RECIPE`` and the run's options (``OPTIONS``: where to write, the run directory,
         how often to measure, torch threads); ``resume`` takes the recipe from the run directory's newest checkpoint,
-    with the overrides given (``gpt_run.load`` refuses any but ``steps``)."""
+    with the overrides given (``training_run.load`` refuses any but ``steps``)."""
     fields = {f.name: f.type for f in dataclasses.fields(Recipe)}
     overrides = {}
     options = {"out": SHIPPED, "run": RUN_DIR, "eval_every": 0, "checkpoint_every": 100, "writing_every": 100}
@@ -371,7 +374,7 @@ def parse_args(argv: list[str]) -> tuple[Recipe, dict]:
             raise ValueError(f"unknown argument {arg!r}: key=value with key in {sorted(fields)}, {sorted(OPTIONS)}")
     recipe = dataclasses.replace(RECIPE, **overrides)
     if options["resume"]:
-        saved = gpt_run.checkpoints(options["run"])
+        saved = training_run.checkpoints(options["run"])
         if not saved:
             raise ValueError(f"resume: {options['run']} holds no checkpoint (step-*.pt)")
         recipe = Recipe(**torch.load(saved[-1], weights_only=False)["recipe"] | overrides)  # steps=N: go on longer
@@ -388,7 +391,7 @@ def main(argv: list[str]) -> dict:
     rec = record(recipe, model, losses, (train_ids, heldout_ids), wall) | {"milestones": milestones}
     save(options["out"], model, rec)
     summary = {k: rec[k] for k in ("heldout_loss", "unigram_heldout_loss", "strongest", "wall_time_s")}
-    gpt_run.log(options["run"], f"done: {json.dumps(summary | {'writing': rec.get('writing')})}")
+    training_run.log(options["run"], f"done: {json.dumps(summary | {'writing': rec.get('writing')})}")
     return rec
 
 

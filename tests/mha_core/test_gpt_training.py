@@ -17,10 +17,9 @@ import torch.nn.functional as F
 import mha_core
 from mha_core.attention.modules import trace_forward
 from mha_core.gpt import data as gpt_data
-from mha_core.gpt import english_probe, head_scores, writing_probe
+from mha_core.gpt import english_probe, head_scores, training_run, writing_probe
 from mha_core.gpt import evaluation as gpt_eval
 from mha_core.gpt import training as gpt_training
-from mha_core.gpt import training_run as gpt_run
 from mha_core.gpt.model import GPTModel
 
 TINY = {"vocab_size": 50, "context_length": 12, "emb_dim": 16, "n_heads": 4, "n_layers": 3, "drop_rate": 0.0}
@@ -335,7 +334,7 @@ def test_a_run_resumes_from_its_checkpoint_bit_for_bit(prepared, tmp_path, one_t
     tiny = gpt_training.Recipe(**TINY_RUN)
     straight, losses, _, milestones = gpt_training.train(tiny, train_ids, run_dir=tmp_path / "a", checkpoint_every=5)
     gpt_training.train(tiny, train_ids, stop_after=5, run_dir=tmp_path / "b", checkpoint_every=5)
-    assert [p.name for p in gpt_run.checkpoints(tmp_path / "b")] == ["step-000005.pt"]
+    assert [p.name for p in training_run.checkpoints(tmp_path / "b")] == ["step-000005.pt"]
     resumed, resumed_losses, _, resumed_milestones = gpt_training.train(
         tiny, train_ids, run_dir=tmp_path / "b", checkpoint_every=5
     )
@@ -343,7 +342,7 @@ def test_a_run_resumes_from_its_checkpoint_bit_for_bit(prepared, tmp_path, one_t
     assert resumed_milestones == milestones and [m["step"] for m in milestones] == [5, 10]
     for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
-    assert "resuming at step 5 from step-000005.pt" in (tmp_path / "b" / gpt_run.LOG).read_text()
+    assert "resuming at step 5 from step-000005.pt" in (tmp_path / "b" / training_run.LOG).read_text()
     assert gpt_training.learning_rate(tiny, 9) < gpt_training.learning_rate(tiny, 6) == tiny.curriculum_lr
 
 
@@ -351,7 +350,9 @@ def test_resume_reads_the_recipe_from_the_run_and_refuses_another(prepared, tmp_
     _, train_ids, _ = prepared
     tiny = gpt_training.Recipe(**TINY_RUN)
     gpt_training.train(tiny, train_ids, stop_after=2, run_dir=tmp_path, checkpoint_every=1)
-    assert [p.name for p in gpt_run.checkpoints(tmp_path)] == ["step-000001.pt", "step-000002.pt"][-gpt_run.KEEP :]
+    assert [p.name for p in training_run.checkpoints(tmp_path)] == ["step-000001.pt", "step-000002.pt"][
+        -training_run.KEEP :
+    ]
     recipe, options = gpt_training.parse_args(["resume", f"run={tmp_path}", "threads=1"])
     assert recipe == tiny and options["run"] == tmp_path and options["threads"] == 1
     longer, _ = gpt_training.parse_args(["resume", f"run={tmp_path}", "steps=12"])

@@ -13,12 +13,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from explorer.glue.cached import real_circuits, real_models
-from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.cached import real_circuits, real_models, training_runs
 from explorer.glue.memory import admission, budget, caches
 from explorer.glue.state import settings as cfg
 from mha_core.runs import profiling
-from mha_core.toy import tiny_training as training
+from mha_core.toy import tiny_training
 
 from ..apptest_helpers import check_page, open_page
 
@@ -111,9 +110,9 @@ def test_session_ended_asks_the_runtime_about_this_session(monkeypatch):
 
 
 def test_a_training_job_stops_when_its_session_ends():
-    config = training.make_config("previous_token", steps=2000, seed=11)
+    config = tiny_training.make_config("previous_token", steps=2000, seed=11)
     closed = threading.Event()
-    job = training_cache.TrainingJob(config, training_cache.ResultStore(), session_ended=closed.is_set).start()
+    job = training_runs.TrainingJob(config, training_runs.ResultStore(), session_ended=closed.is_set).start()
     while not job.history()[0] and job.running:
         time.sleep(0.02)
     closed.set()

@@ -13,14 +13,12 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue.cached import real_models
-from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.cached import real_models, training_runs
 from explorer.glue.frame.chart import ELEMENT
 from explorer.glue.memory import admission
 from explorer.glue.state import settings as cfg
 from explorer.glue.state import trained_link
-from mha_core.toy import tasks, tiny_model
-from mha_core.toy import tiny_training as training
+from mha_core.toy import tasks, tiny_model, tiny_training
 
 from ..apptest_helpers import check_page, open_page
 
@@ -145,7 +143,7 @@ def test_a_trained_link_is_clamped_to_what_the_page_offers_with_a_notice():
 
 
 def test_a_page_made_link_is_left_as_it_is():
-    page_config = training.make_config("induction", num_heads=4, d_model=cfg.TRAIN_D_MODEL, steps=300, seed=9)
+    page_config = tiny_training.make_config("induction", num_heads=4, d_model=cfg.TRAIN_D_MODEL, steps=300, seed=9)
     spec = trained_link.format_trained_spec(page_config, 1)
     s, notices = cfg.parse_query({"trained": spec})
     assert s.trained == spec and not [n for n in notices if "not one the Trained heads page trains" in n]
@@ -154,7 +152,7 @@ def test_a_page_made_link_is_left_as_it_is():
 def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
     """The held-out evaluation runs in chunks; the link trains the clamped config, through the gate."""
     batches, configs = [], []
-    real_weights, real_run = tiny_model.TinyAttentionModel.attention_weights, training.run
+    real_weights, real_run = tiny_model.TinyAttentionModel.attention_weights, tiny_training.run
 
     def watched_weights(self, tokens):
         batches.append(tokens.shape[0])
@@ -165,35 +163,35 @@ def test_a_trained_link_costs_no_more_than_the_page(monkeypatch, fresh_caches):
         return real_run(config, **kwargs)
 
     monkeypatch.setattr(tiny_model.TinyAttentionModel, "attention_weights", watched_weights)
-    monkeypatch.setattr(training, "run", watched_run)
-    training_cache.result_store().clear()
+    monkeypatch.setattr(tiny_training, "run", watched_run)
+    training_runs.result_store().clear()
     admitted = admission.GATE.admitted
     at = open_page("app.py", {"trained": BIG_EVAL_LINK})
     check_page(at, [], f"?trained={BIG_EVAL_LINK}")
     ((config, budget),) = configs
     assert config.num_heads == 8 and config.seq_len == 16 and config.batch_size == 64 and config.steps == 10
     assert budget == admission.TRAIN_TIME_BUDGET_S
-    assert batches and max(batches) <= training.HELDOUT_CHUNK
+    assert batches and max(batches) <= tiny_training.HELDOUT_CHUNK
     assert admission.GATE.admitted == admitted + 1
     assert any("not one the Trained heads page trains" in w.value for w in at.warning)
 
 
 def test_chunked_evaluation_equals_one_batch():
-    result = training.train("first_token", steps=30, seed=3)
-    model = training.load_model(result)
+    result = tiny_training.train("first_token", steps=30, seed=3)
+    model = tiny_training.load_model(result)
     heldout = result.task.batch(torch.Generator().manual_seed(7), 200, 16, 16)
-    accuracy, scores = training._evaluate(model, result.task, heldout, 16)
+    accuracy, scores = tiny_training._evaluate(model, result.task, heldout, 16)
     with torch.no_grad():
-        _, whole = training._scored_loss_and_accuracy(model(heldout.tokens), heldout)
+        _, whole = tiny_training._scored_loss_and_accuracy(model(heldout.tokens), heldout)
     weights = model.attention_weights(heldout.tokens)
     assert accuracy == pytest.approx(float(whole), abs=1e-6)  # float32 means, summed in another order
     assert scores[0] == pytest.approx(result.task.pattern_score(weights[0], heldout.tokens), abs=1e-6)
 
 
 def test_training_stops_at_its_time_budget():
-    config = training.make_config("previous_token", steps=2000, seed=5)
+    config = tiny_training.make_config("previous_token", steps=2000, seed=5)
     begin = time.monotonic()
-    result = training.run(config, time_budget_s=0.3)
+    result = tiny_training.run(config, time_budget_s=0.3)
     assert result.stopped_early and result.steps_run < config.steps
     assert time.monotonic() - begin < 10
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue.cached import variant_runs as variants_cache
+from explorer.glue.cached import variant_runs
 from explorer.views import attention_variants
 from mha_core.variants.kv_memory import PRESETS
 
@@ -90,7 +90,7 @@ def test_hostile_page_values_are_clamped_with_a_notice(query, notice):
     assert any(notice in w.value for w in at.warning), [w.value for w in at.warning]
 
 
-@pytest.mark.parametrize("choice", variants_cache.CONFIG_CHOICES)
+@pytest.mark.parametrize("choice", variant_runs.CONFIG_CHOICES)
 def test_the_bytes_section_cites_each_config_and_draws_log_axes(choice):
     at = open_page(PAGE, {"section": "bytes", "config": choice})
     check_page(at, [], choice)
@@ -99,7 +99,7 @@ def test_the_bytes_section_cites_each_config_and_draws_log_axes(choice):
     names = [trace["name"] for trace in figure["data"]]
     assert all(any(name.startswith(kind) for name in names) for kind in ("MHA", "GQA", "MQA", "MLA", "SWA"))
     text = " ".join(m.value for m in at.markdown)
-    if choice != variants_cache.CONFIG_CHOICES[0]:
+    if choice != variant_runs.CONFIG_CHOICES[0]:
         assert f"Source: {PRESETS[choice].source[:60]}" in text
 
 

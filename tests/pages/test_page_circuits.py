@@ -87,12 +87,12 @@ def test_a_real_models_head_opened_by_its_link(monkeypatch):
 def test_a_trained_layers_head_opened_by_its_link():
     """?trained=<previous-token spec>: the trained module's own head (trains the first time, about 12 s)."""
     from explorer.glue.state import trained_link
-    from mha_core.toy import tiny_training as training
+    from mha_core.toy import tiny_training
 
     spec = trained_link.previous_token_spec()
     at, drawn = circuits_page(trained=spec, head=1, token=3)
     config, layer = trained_link.parse_trained_spec(spec)
-    module = training.explorer_module(training.train(config.task, **_keywords(config)), layer)[0]
+    module = tiny_training.explorer_module(tiny_training.train(config.task, **_keywords(config)), layer)[0]
     c = circuits.circuits(module, [1])
     (w_qk,) = head_matrices(drawn["circuit_w_qk"])
     np.testing.assert_allclose(w_qk, c.w_qk[0].numpy(), rtol=1e-5, atol=1e-6)

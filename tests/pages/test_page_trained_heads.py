@@ -14,7 +14,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.cached import training_runs
 from explorer.glue.frame.chart import ELEMENT, figure_of
 from explorer.glue.state import trained_link
 from mha_core.attention.modules import MultiHeadAttention
@@ -29,11 +29,11 @@ PAGE = "pages/5_Trained_heads.py"
 @pytest.fixture(autouse=True)
 def _empty_caches():
     """Each test starts with no stored runs: the store is shared by every session in this process."""
-    training_cache.result_store().clear()
-    training_cache._explorer_input.clear()
+    training_runs.result_store().clear()
+    training_runs._explorer_input.clear()
     yield
-    training_cache.result_store().clear()
-    training_cache._explorer_input.clear()
+    training_runs.result_store().clear()
+    training_runs._explorer_input.clear()
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_train_button_learns_previous_token_and_shows_each_head(train_calls):
     heatmaps = _traces(at, "values")
     assert len(heatmaps) == 2 * 1  # heads × layers
     assert len(_traces(at, "expected")) == 2  # expected keys marked in every head
-    (result,) = [training_cache.finished_result(_page_config())]
+    (result,) = [training_runs.finished_result(_page_config())]
     assert result.heldout_accuracy >= 0.95
     assert float(_metric(at, "held-out accuracy").rstrip("%")) >= 95.0
     titles = [fig["layout"]["title"]["text"] for fig in _figures(at)]
@@ -169,14 +169,14 @@ def test_stop_ends_training_and_keeps_the_partial_run_in_this_session_only(train
         job = at.session_state["_trained_job"]
         while not job.history()[0] and job.running:  # let it log a step or two, so the curves have data
             time.sleep(0.02)
-        job.stop()  # what training_cache.request_stop does for this session
+        job.stop()  # what training_runs.request_stop does for this session
     finally:
         clicked.join(120)
     assert not clicked.is_alive() and not at.exception
     assert job.result.stopped_early and job.result.steps_run < 2000
     assert any(w.value.startswith(f"Stopped at step {job.result.steps_run} of 2000") for w in at.warning)
     assert len(_traces(at, "values")) == 8 * 2
-    assert training_cache.finished_result(config) is None  # never stored for other sessions
+    assert training_runs.finished_result(config) is None  # never stored for other sessions
     assert not at.get("link_button")  # a stopped run is not offered to the explorer
     assert not at.button(key="tr_train").disabled and at.button(key="tr_stop").disabled
     assert len(_traces(at.run(), "values")) == 16  # still shown in this session
@@ -186,7 +186,7 @@ def test_stop_ends_training_and_keeps_the_partial_run_in_this_session_only(train
 
 def test_stop_button_callback_stops_this_sessions_job():
     config = training.make_config("induction", num_heads=8, steps=2000)
-    job = training_cache.TrainingJob(config, training_cache.ResultStore())
+    job = training_runs.TrainingJob(config, training_runs.ResultStore())
     at = AppTest.from_function(_press_stop, default_timeout=30)
     at.session_state["_trained_job"] = job
     at.run()
@@ -195,9 +195,9 @@ def test_stop_button_callback_stops_this_sessions_job():
 
 
 def _press_stop():
-    from explorer.glue.cached import training_runs as training_cache
+    from explorer.glue.cached import training_runs
 
-    training_cache.request_stop()
+    training_runs.request_stop()
 
 
 def test_explorer_link_carries_a_spec_that_gives_the_trained_layer(train_calls):
@@ -208,26 +208,26 @@ def test_explorer_link_carries_a_spec_that_gives_the_trained_layer(train_calls):
     spec = link.proto.url.removeprefix("./?trained=")
     config, layer = trained_link.parse_trained_spec(spec)
     assert (config, layer) == (_page_config(), 0)
-    module, x, labels = training_cache.trained_explorer_input(spec)
+    module, x, labels = training_runs.trained_explorer_input(spec)
     assert len(train_calls) == 1  # served from the page's run
     assert isinstance(module, MultiHeadAttention)
     assert x.shape == (1, 16, 32) and len(labels) == 16
-    stored = training_cache.finished_result(config)
+    stored = training_runs.finished_result(config)
     assert torch.equal(module.W_query.weight, stored.state_dict["layers.0.W_query.weight"])
-    assert training_cache.trained_explorer_input(spec).module is module  # cached, shared: never mutated
+    assert training_runs.trained_explorer_input(spec).module is module  # cached, shared: never mutated
     with pytest.raises(ValueError, match="unknown task"):
-        training_cache.trained_explorer_input(spec.replace("previous_token", "nope"))
+        training_runs.trained_explorer_input(spec.replace("previous_token", "nope"))
 
 
 def test_trained_explorer_input_trains_when_nothing_is_stored(train_calls):
     spec = trained_link.format_trained_spec(training.make_config("first_token", steps=20), 0)
-    module, x, _ = training_cache.trained_explorer_input(spec)
+    module, x, _ = training_runs.trained_explorer_input(spec)
     assert len(train_calls) == 1 and x.shape == (1, 16, 32)
-    assert training_cache.finished_result(training.make_config("first_token", steps=20)) is not None
+    assert training_runs.finished_result(training.make_config("first_token", steps=20)) is not None
 
 
 def test_result_store_keeps_finished_runs_only_and_evicts_the_oldest():
-    store = training_cache.ResultStore(max_entries=2)
+    store = training_runs.ResultStore(max_entries=2)
     results = [training.train("previous_token", steps=s) for s in (3, 4, 5)]
     for result in results:
         store.put(result)

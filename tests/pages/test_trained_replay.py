@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.glue.cached import training_runs as training_cache
+from explorer.glue.cached import training_runs
 from explorer.glue.frame.chart import ELEMENT, figure_of, key_of
-from mha_core.toy import tiny_training as training
+from mha_core.toy import tiny_training
 
 from ..apptest_helpers import run_page
 
@@ -15,21 +15,21 @@ PAGE = "pages/5_Trained_heads.py"
 
 @pytest.fixture(autouse=True)
 def _empty_store():
-    training_cache.result_store().clear()
+    training_runs.result_store().clear()
     yield
-    training_cache.result_store().clear()
+    training_runs.result_store().clear()
 
 
 @pytest.fixture
 def train_calls(monkeypatch):
     calls = []
-    real_run = training.run
+    real_run = tiny_training.run
 
     def counting_run(config, **kwargs):
         calls.append(config)
         return real_run(config, **kwargs)
 
-    monkeypatch.setattr(training, "run", counting_run)
+    monkeypatch.setattr(tiny_training, "run", counting_run)
     return calls
 
 
@@ -56,8 +56,8 @@ def test_replay_redraws_the_recorded_curves_without_training(train_calls):
     assert len(train_calls) == 1  # replayed from the record: no training
     drawn = _replay_charts(at)
     assert drawn["loss"] and drawn["accuracy"]
-    config = training.make_config("previous_token", d_model=32, seed=123, steps=60)
-    history = training_cache.finished_result(config).history
+    config = tiny_training.make_config("previous_token", d_model=32, seed=123, steps=60)
+    history = training_runs.finished_result(config).history
     (loss_trace,) = drawn["loss"][-1]["data"]
     (accuracy_trace,) = drawn["accuracy"][-1]["data"]
     assert _values(loss_trace["y"]) == pytest.approx(history.loss)  # the whole recorded run, at the end

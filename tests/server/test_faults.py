@@ -25,8 +25,8 @@ from mha_core import devices
 from mha_core.gpt import model_heads
 from mha_core.runs import forward as runs
 from mha_core.runs import profiling, teaching
-from mha_core.toy import tiny_training as training
-from mha_core.variants import page_runs as variant_runs
+from mha_core.toy import tiny_training
+from mha_core.variants import page_runs
 
 from ..apptest_helpers import PAGES, ROOT, check_page, open_page
 
@@ -96,10 +96,10 @@ def test_out_of_memory_is_caught_and_explained_on_every_page(page, monkeypatch, 
     monkeypatch.setattr(runs, "run_trace", _raise_oom)
     monkeypatch.setattr(runs, "build_module", _raise_oom)
     monkeypatch.setattr(teaching, "run_cross", _raise_oom)  # the Masks page's QKVMultiHeadAttention run
-    monkeypatch.setattr(training, "run", _raise_oom)  # the Trained heads page's run
+    monkeypatch.setattr(tiny_training, "run", _raise_oom)  # the Trained heads page's run
     monkeypatch.setattr(profiling, "median_seconds", _raise_oom)  # the Cost page's measurement
     monkeypatch.setattr(model_heads, "read_text", _raise_oom)  # the Real heads page's reading of the sentence
-    monkeypatch.setattr(variant_runs, "run_variants", _raise_oom)  # the Attention variants page's runs
+    monkeypatch.setattr(page_runs, "run_variants", _raise_oom)  # the Attention variants page's runs
     at = open_page(page, {"num_heads": "4", "d_out": "16", "num_tokens": "9", "seed": "4242", "max_tokens": "64"})
     if page in OOM_ACTIONS:
         check_page(at, [], page)  # nothing computed yet: no error
