@@ -8,6 +8,7 @@ that each pressed "Download the trace" at 16 heads × 256 tokens held 825 MB.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from dataclasses import replace
 
@@ -116,7 +117,10 @@ def _answer(manager: MediaFileManager, file_id: str):
     server_setup.configure_process()
     request = BackendOperationRequest(request_id="download-0")
     request.deferred_file.file_id = file_id
-    return asyncio.run(DeferredFileHandler(lambda: manager).handle(request, "session"))
+    handle = DeferredFileHandler(lambda: manager).handle(request, "session")
+    # In its own thread: another test in this process may have left an event loop running in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, handle).result()
 
 
 def test_a_refused_download_says_why_in_the_apps_words(held, monkeypatch):

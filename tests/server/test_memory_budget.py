@@ -17,6 +17,7 @@ import pytest
 
 from explorer.glue.memory import admission, budget, measuring
 from explorer.glue.state.settings import parse_query
+from harness.morning import settled_mb
 from harness.rss import RssSampler
 from harness.server import StreamlitServer, metrics
 from harness.session import Session
@@ -190,18 +191,6 @@ def test_the_npz_download_resent_twelve_times_is_made_once_through_the_gate(serv
     assert peak <= GOAL_MB
 
 
-def settled_mb(server, within_mb: float = 2.0, limit_s: float = 6.0) -> float:
-    """The server's RSS once it stops falling (two readings 0.5 s apart within ``within_mb``), at most ``limit_s``."""
-    last, deadline = server.rss_mb(), time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        now = server.rss_mb()
-        if abs(now - last) <= within_mb:
-            return now
-        last = now
-    return last
-
-
 def _heavy(server, first_seed: int = 300) -> list:
     """4 × the largest Explorer link, 2 × the worst Follow a token link, each with a seed of its own (a seed seen
     before would find its views in the caches)."""
@@ -265,7 +254,7 @@ def test_load_phases_back_to_back_stay_in_the_budget_and_give_their_memory_back(
             with RssSampler(server.pid) as sampler:
                 seen = phase(server)
                 peak = sampler.peak_mb
-            kept = settled_mb(server)
+            kept = settled_mb(server, limit_s=6.0)
             rows.append((name, peak, kept))
             for one in seen:
                 result = getattr(one, "result", one)
