@@ -3,8 +3,8 @@
 ``python -m mha_core.gpt.training`` runs ``RECIPE`` (the final recipe) and writes ``mha_core/gpt/shipped/``:
 ``own_gpt.safetensors`` (weights) and ``own_gpt.json`` (config, recipe, losses, head scores, milestones, wall time);
 the tokenizer is bytes (``ByteTokenizer``), so it needs no file. ``key=value`` arguments override recipe fields,
-``out=DIR`` writes elsewhere, ``run=DIR`` keeps the checkpoints and the log (``gpt_run``) and ``resume`` goes on from
-the newest checkpoint there. ``load_shipped`` reads the files back.
+``out=DIR`` writes elsewhere, ``run=DIR`` keeps the checkpoints and the log (``training_run``) and ``resume`` goes
+on from the newest checkpoint there. ``load_shipped`` reads the files back.
 
 The recipe (docs/decisions.md, "The shipped GPT reads English", and issue 46): first ``induction_warmup`` steps on
 the Trained heads page's induction task alone (random bytes, a segment repeated, scored on the repeat), where a
