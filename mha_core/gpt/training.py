@@ -89,6 +89,13 @@ class Recipe:
     alphabet_to: int = 3  # ... falling geometrically to this many over ``alphabet_decay`` steps
     alphabet_decay: int = 1050
     anneal: int = 0  # phase 2's last steps, where its rate falls linearly towards a tenth (0: constant to the end)
+    # phase 3, from ``polish_start`` (0: none) to ``steps``: a fresh AdamW, text windows, doubled sentences and
+    # alphabet rows at the smallest alphabet, with their own row counts; the rate falls over its last ``anneal``
+    polish_start: int = 0
+    polish_lr: float = 1e-3
+    polish_text_rows: int = 16
+    polish_doubled_rows: int = 16
+    polish_alphabet_rows: int = 16
     weight_decay: float = 0.0
     beta2: float = 0.99
     clip: float = 1.0  # gradient norm clip; 0: none
@@ -160,14 +167,28 @@ def letters_at(recipe: Recipe, step: int) -> int:
 
 def learning_rate(recipe: Recipe, step: int) -> float:
     """Linear ramp over ``lr_warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at ``lr_horizon``;
-    in phase 2 ``curriculum_lr``."""
+    in phase 2 ``curriculum_lr`` and in phase 3 ``polish_lr``, each falling towards a tenth over its last
+    ``anneal`` steps."""
+    if recipe.polish_start and step >= recipe.polish_start:
+        return recipe.polish_lr * _annealed(recipe, recipe.steps - step)
     if step >= recipe.curriculum_start:
-        left = (recipe.steps - step) / recipe.anneal if recipe.anneal else 1.0
-        return recipe.curriculum_lr * max(0.1, min(1.0, left))
+        return recipe.curriculum_lr * _annealed(recipe, (recipe.polish_start or recipe.steps) - step)
     if step < recipe.lr_warmup:
         return recipe.lr * (step + 1) / recipe.lr_warmup
     progress = (step - recipe.lr_warmup) / max(1, recipe.lr_horizon - recipe.lr_warmup)
     return recipe.final_lr + (recipe.lr - recipe.final_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _annealed(recipe: Recipe, steps_left: int) -> float:
+    """A phase's rate factor: 1, falling linearly to 0.1 over the phase's last ``anneal`` steps."""
+    return max(0.1, min(1.0, steps_left / recipe.anneal)) if recipe.anneal else 1.0
+
+
+def phase_of(recipe: Recipe, step: int) -> int:
+    """Which phase ``step`` is in: 1 (warm-up and text), 2 (the alphabet curriculum) or 3 (the polish)."""
+    if recipe.polish_start and step >= recipe.polish_start:
+        return 3
+    return 2 if step >= recipe.curriculum_start else 1
 
 
 def prepare(recipe: Recipe) -> tuple[ByteTokenizer, torch.Tensor, torch.Tensor]:
@@ -204,16 +225,17 @@ def train(
     saved = training_run.checkpoints(run_dir) if run_dir is not None else []
     if saved:
         payload = training_run.load(saved[-1], recipe)
-        if payload["step"] > recipe.curriculum_start:
-            optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator()
+        if phase_of(recipe, payload["step"] - 1) > 1:  # the checkpoint's optimiser is that phase's
+            optimizer, gen = _optimizer(model, recipe, phase=phase_of(recipe, payload["step"] - 1)), torch.Generator()
         training_run.restore(payload, model, optimizer, gen)
         first, losses, milestones, spent = (payload[k] for k in ("step", "losses", "milestones", "wall_time_s"))
         training_run.log(run_dir, f"resuming at step {first} from {saved[-1].name}")
     data = (train_ids, _sentence_pool(recipe, train_ids))
     started = time.perf_counter() - spent
     for step in range(first, recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
-        if step == recipe.curriculum_start:  # phase 2: a fresh optimiser and batches
-            optimizer, gen = _optimizer(model, recipe, phase=2), torch.Generator().manual_seed(recipe.seed + 2)
+        if step in (recipe.curriculum_start, recipe.polish_start or -1):  # phases 2 and 3: a fresh optimiser, batches
+            phase = phase_of(recipe, step)
+            optimizer, gen = _optimizer(model, recipe, phase=phase), torch.Generator().manual_seed(recipe.seed + phase)
         loss = _step(model, optimizer, recipe, data, gen, step)
         if (step + 1) % recipe.log_every == 0:
             losses[step + 1] = loss
@@ -257,11 +279,12 @@ def _sentence_pool(recipe: Recipe, train_ids: torch.Tensor) -> list[torch.Tensor
 
 
 def _optimizer(model: GPTModel, recipe: Recipe, *, phase: int) -> torch.optim.AdamW:
-    """AdamW with weight decay on the matrices only; phase 2 starts afresh at ``curriculum_lr``."""
+    """AdamW with weight decay on the matrices only; phases 2 and 3 start afresh at their own rates."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=recipe.lr if phase == 1 else recipe.curriculum_lr, betas=(0.9, recipe.beta2))
+    rate = {1: recipe.lr, 2: recipe.curriculum_lr, 3: recipe.polish_lr}[phase]
+    return torch.optim.AdamW(groups, lr=rate, betas=(0.9, recipe.beta2))
 
 
 def batch_loss(model: GPTModel, recipe: Recipe, data: tuple, gen: torch.Generator, step: int):
@@ -269,6 +292,15 @@ def batch_loss(model: GPTModel, recipe: Recipe, data: tuple, gen: torch.Generato
     repeats of short random-byte induction rows; after it, the mean over the kinds of rows of each kind's mean (text
     everywhere, random bytes, alphabet rows and doubled sentences on the repeat)."""
     train_ids, pool = data
+    if phase_of(recipe, step) == 3:
+        length = recipe.context_length + 1
+        text = gpt_data.text_windows(train_ids, gen, recipe.polish_text_rows, length)  # (b, T + 1)
+        rows = [
+            (text[:, :-1], text[:, 1:], torch.ones(text.shape[0], length - 1, dtype=torch.bool)),
+            gpt_data.doubled_rows(pool, gen, recipe.polish_doubled_rows, recipe.context_length, train_ids),
+            gpt_data.alphabet_rows(gen, recipe.polish_alphabet_rows, recipe.alphabet_length, recipe.alphabet_to),
+        ]
+        return sum(F.cross_entropy(model(ids)[scored], targets[scored]) for ids, targets, scored in rows) / len(rows)
     if step < recipe.induction_warmup:
         rows = [gpt_data.induction_rows(gen, recipe.warmup_rows, recipe.warmup_length, recipe.vocab_size)]
     elif step >= recipe.curriculum_start:
