@@ -70,6 +70,7 @@ def _group_strip(groups: list[int], kv_heads: int, kind: str, presenter: bool) -
         "y": ["reads"],
         "text": [[f"K/V {g}" for g in groups]],
         "texttemplate": "%{text}",
+        "textfont": {"size": figures.cell_font_size(presenter)},  # the page's body type
         "colorscale": scale or [[0, palette[0]], [1, palette[0]]],
         "showscale": False,
         "xgap": 3,

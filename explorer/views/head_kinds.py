@@ -13,8 +13,9 @@ import numpy as np
 from mha_core.gpt.head_scores import KINDS
 from mha_core.gpt.model_heads import MIN_MATCH, TextScores
 
+from .figures.heatmap_layout import cell_text_px
 from .figures.panel import Panel
-from .figures.style import SEQUENTIAL, finish_figure, font_size
+from .figures.style import SEQUENTIAL, cell_font_size, finish_figure, font_size
 
 MODEL_VIEW_PX = 840  # the main column at 1280 px with the sidebar open
 
@@ -32,7 +33,9 @@ def note(text: str, x: float, y: float, anchor: str) -> dict:
     }
 
 
-READABLE_CELL_PX = 34  # a cell this wide holds its value printed ("0.76") at the page's type size
+def readable_cell_px(presenter: bool) -> float:
+    """A cell this wide holds its value printed ("0.76") at the page's body type (issue 42: no smaller numbers)."""
+    return cell_text_px("0.00", presenter)[0]
 
 
 def score_grid(names: list[str], shape: tuple[int, int], presenter: bool) -> dict:
@@ -41,7 +44,8 @@ def score_grid(names: list[str], shape: tuple[int, int], presenter: bool) -> dic
     (num_rows, num_cols), count, font = shape, len(names), font_size(presenter)
     title_px = 0.62 * font * max(len(name) for name in names)
     cell = min(44.0, (MODEL_VIEW_PX - 200) / (count * num_cols + 2))
-    side = cell >= READABLE_CELL_PX and cell * num_cols >= title_px
+    # laid out as on a laptop; presenter mode's larger type hides the numbers, and hover and the table keep them
+    side = cell >= readable_cell_px(False) and cell * num_cols >= title_px
     if not side:
         cell = min(44.0, (MODEL_VIEW_PX - 220) / (num_cols + 2))
     panel_w, panel_h, gap = cell * num_cols, cell * num_rows, font * (1.2 if side else 4.2)
@@ -75,8 +79,8 @@ def scores_figure(
     for k, (name, (xs, ys)) in enumerate(zip(names, plan["boxes"], strict=True)):
         suffix = "" if k == 0 else str(k + 1)
         z = np.asarray(scores[name], dtype=np.float32)  # (rows, cols)
-        show_text = plan["cell"] >= READABLE_CELL_PX
-        data.append(_score_trace(z, name, suffix, k, show_text=show_text, names=(row_name, col_name)))
+        text_px = cell_font_size(presenter) if plan["cell"] >= readable_cell_px(presenter) else None
+        data.append(_score_trace(z, name, suffix, k, text_px=text_px, names=(row_name, col_name)))
         last = plan["side"] or k == len(names) - 1
         layout |= _grid_axes(suffix, xs, shape, (row_name, col_name), x_title if last else "")
         layout[f"yaxis{suffix}"]["domain"] = ys
@@ -127,7 +131,8 @@ def _grid_axes(suffix: str, domain: list[float], shape: tuple[int, int], names: 
     }
 
 
-def _score_trace(z: np.ndarray, name: str, suffix: str, k: int, *, show_text: bool, names: tuple[str, str]) -> dict:
+def _score_trace(z: np.ndarray, name: str, suffix: str, k: int, *, text_px: int | None, names: tuple[str, str]) -> dict:
+    """One panel's heatmap; with ``text_px`` its values printed at that size."""
     rows, cols = (n.format("%{y}") for n in names)
     trace = {
         "type": "heatmap",
@@ -138,8 +143,9 @@ def _score_trace(z: np.ndarray, name: str, suffix: str, k: int, *, show_text: bo
         "hovertemplate": f"{rows} {cols.replace('%{y}', '%{x}')}<br>{name} score %{{z:.3f}}<extra></extra>",
         "meta": {"role": "values", "head": k, "kind": name},
     }
-    if show_text:
-        trace |= {"text": [["" if np.isnan(v) else f"{v:.2f}" for v in row] for row in z], "texttemplate": "%{text}"}
+    if text_px:
+        values = [["" if np.isnan(v) else f"{v:.2f}" for v in row] for row in z]
+        trace |= {"text": values, "texttemplate": "%{text}", "textfont": {"size": text_px}}
     return trace
 
 

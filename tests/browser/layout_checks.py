@@ -82,7 +82,7 @@ def layout_problems(page) -> list[str]:
 
 
 def small_cell_numbers(page) -> list[str]:
-    """Charts whose cell numbers are smaller than the body type (reported, not yet asserted: issue 42's follow-up)."""
+    """Charts whose cell numbers are smaller than the page's body type."""
     return page.evaluate(LAYOUT_JS)["small"]
 
 

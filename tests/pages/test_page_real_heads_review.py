@@ -96,7 +96,7 @@ def test_score_grids_stay_readable_at_1280_px_for_larger_models():
         shape = (3, heads)
         names = ["previous token", "first token", "induction"]
         plan = head_kinds.score_grid(names, shape, presenter=False)
-        assert plan["side"] is side and plan["cell"] >= head_kinds.READABLE_CELL_PX, (heads, plan["cell"])
+        assert plan["side"] is side and plan["cell"] >= head_kinds.readable_cell_px(False), (heads, plan["cell"])
         boxes = plan["boxes"]
         for (xa, ya), (xb, yb) in zip(boxes, boxes[1:], strict=False):
             assert xa[1] <= xb[0] or ya[0] >= yb[1], "panels overlap"

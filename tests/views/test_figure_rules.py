@@ -118,12 +118,12 @@ def test_a_float_noise_difference_is_grey_equal_to_rounding_with_its_size_printe
 def test_a_six_by_six_matrix_is_a_small_square():
     rng = np.random.default_rng(2)
     fig = F.heads_heatmap(rng.random((2, 6, 6)), list("abcdef"), list("abcdef"), title="w", kind="weights")
-    assert fig.layout.height < 450 and fig.layout.width < 800
+    assert fig.layout.height < 450 and fig.layout.width <= heatmap_layout.FULL_FIGURE_PX  # fits the page column
     assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis2.scaleanchor == "x2"
     width, height = panel_px(fig)
     assert width <= 6 * heatmap_layout.CELL_MAX_PX + 1 and height <= 6 * heatmap_layout.CELL_MAX_PX + 1
     q = F.matrix_heatmap(rng.normal(size=(6, 2)), list("abcdef"), None, title="q")
-    assert q.layout.height < 400
+    assert q.layout.height < 6 * heatmap_layout.CELL_MAX_PX + 100  # six cells and a title, no more
 
 
 @pytest.mark.parametrize("presenter", [False, True])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.views import figures as F
+from explorer.views.figures import style
 from explorer.views.figures.heatmap_layout import cell_text_px
 
 WEIGHTS = np.random.default_rng(0).random((2, 6, 6)).astype(np.float32)
@@ -36,7 +37,8 @@ def test_a_stage_prints_the_values_from_the_size_whose_drawn_cells_hold_them():
     assert _values_templates(figure) == [None, None]  # the planned cells do not hold "0.00"
     staged, min_width, min_height = F.stage_cell_text(figure)
     assert _values_templates(staged) == ["%{z:.2f}", "%{z:.2f}"]
-    assert all(t.textfont.size == 20 for t in staged.data if (t.meta or {}).get("role") == "values")
+    body = style.cell_font_size(True)  # the page's body type in presenter mode
+    assert all(t.textfont.size == body for t in staged.data if (t.meta or {}).get("role") == "values")
     assert _values_templates(figure) == [None, None]  # the (cached, shared) figure is left as it was
     need = max(cell_text_px("0.00", presenter=True))
     layout = figure.layout.to_plotly_json()

@@ -50,6 +50,7 @@ from .style import (
     NAN_COLOR,
     NARROW_FIGURE_PX,
     PRESENTER_SCALE,
+    cell_font_size,
     decode_array,
     escape_label,
     escape_markdown,
@@ -65,6 +66,7 @@ from .style import (
 from .theme import for_theme
 
 __all__ = [
+    "cell_font_size",
     "ALLOWED_COLOR",
     "BASE_FONT_SIZE",
     "DISPLAY_CELL_BUDGET",

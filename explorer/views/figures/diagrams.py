@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap_layout import DIGIT_WIDTH, FULL_FIGURE_PX
-from .style import finish_figure, font_size, head_colors, shorten, text_color_on, tick_labels, tint
+from .style import cell_font_size, finish_figure, font_size, head_colors, shorten, text_color_on, tick_labels, tint
 from .text_width import text_px
 
 RESHAPE_STAGES = ("flat", "view", "transpose")
@@ -48,7 +48,7 @@ def _cell_width(values: np.ndarray | None, d_out: int, presenter: bool) -> float
         widest = max((f"{float(v):.2f}" for v in (finite.min(), finite.max())), key=len) if finite.size else "nan"
     else:
         widest = str(d_out - 1)
-    return max(len(widest), 3) * DIGIT_WIDTH * font_size(presenter, 0.85) + 10
+    return max(len(widest), 3) * DIGIT_WIDTH * cell_font_size(presenter) + 10
 
 
 def _fit(stage: str, h: int, hd: int, cell_w: float, width_px: int) -> tuple[int, int]:
@@ -124,7 +124,7 @@ def _cells_trace(z, text, hover, hs: int, colors: list[str], presenter: bool, sh
         "text": text,
         "customdata": hover,
         "texttemplate": "%{text}" if show_text else "",
-        "textfont": {"size": font_size(presenter, 0.85), "color": "black"},  # on light tints in either theme
+        "textfont": {"size": cell_font_size(presenter), "color": "black"},  # on light tints in either theme
         "hovertemplate": "%{customdata}<extra></extra>",
         "hoverongaps": False,
         "colorscale": colorscale,
@@ -198,7 +198,11 @@ def reshape_figure(
     cell_w = _cell_width(values, d_out, presenter)
     Ts = min(T, _RESHAPE_MAX_TOKENS)
     hs, ds = _fit(stage, h, hd, cell_w, width_px)
-    show_values = values is not None and Ts * hs * ds <= _RESHAPE_TEXT_LIMIT
+    fits = _columns(stage, hs, ds) * cell_w <= width_px - 120  # values at body type in the fewest columns drawn
+    show_values = values is not None and Ts * hs * ds <= _RESHAPE_TEXT_LIMIT and fits
+    if values is not None and not fits:  # the cells print their flat column instead, which is narrower
+        cell_w = _cell_width(None, d_out, presenter)
+        hs, ds = _fit(stage, h, hd, cell_w, width_px)
     n_rows, n_cols, place, headers = _placement(stage, Ts, hs, ds)
 
     z, text, hover, x_ticks, y_ticks = _cells(
@@ -208,7 +212,7 @@ def reshape_figure(
     colors = head_colors(hs)
     cells = _cells_trace(z, text, hover, hs, colors, presenter, values is None or show_values)
     shapes, annotations = _headers(headers, colors, presenter, cell_w)
-    cell_h = round(1.9 * font_size(presenter, 0.85))
+    cell_h = round(1.9 * cell_font_size(presenter))
     layout = _diagram_layout(stage, (n_rows, n_cols), x_ticks, y_ticks, cell_h / cell_w) | {
         "shapes": shapes,
         "annotations": annotations,

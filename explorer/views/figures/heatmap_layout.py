@@ -22,6 +22,7 @@ from .style import (
     MAX_TICKS,
     PRESENTER_SCALE,
     axis_ticks,
+    cell_font_size,
     decode_array,
     font_size,
     to_figure,
@@ -29,7 +30,7 @@ from .style import (
 from .text_width import text_px, widest_px
 
 FULL_FIGURE_PX = 900  # a page-wide figure on a 1280-px screen with the sidebar open
-CELL_MAX_PX = 46  # a cell is at most this big: enough for "-0.35" at the cell font
+CELL_MAX_PX = 52  # a cell is at most this big: enough for "-0.35" at the cell font (body type)
 PANEL_MAX_PX = 380  # a panel's longer side is at most this
 PANEL_MIN_PX = 110
 SQUARE_ASPECT = 4  # matrices at most this much wider than tall (or taller than wide) get square cells
@@ -169,7 +170,7 @@ def y_tick_count(size: PanelSize, presenter: bool) -> int:
 
 def cell_text_px(widest: str, presenter: bool) -> tuple[float, float]:
     """(width, height): the least cell that holds a value printed as ``widest`` (its longest text)."""
-    font = font_size(presenter, 0.85)
+    font = cell_font_size(presenter)
     return len(widest) * DIGIT_WIDTH * font + 6, 1.3 * font
 
 

@@ -38,6 +38,7 @@ from .style import (
     NAN_COLOR,
     ROUNDING_COLOR,
     axis_ticks,
+    cell_font_size,
     escape_label,
     finish_figure,
     font_size,
@@ -165,7 +166,7 @@ def _look(kind: str, titles: tuple[str, str], hover, customdata, text: tuple[boo
         "customdata": customdata,
         "show_text": printable and fits,
         "presenter": presenter,
-        "text_font": {"size": font_size(presenter, 0.85)},
+        "text_font": {"size": cell_font_size(presenter)},
         "masked_label": "causally masked" if kind == "keep" else "masked (−∞)",
     }
 

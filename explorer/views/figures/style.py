@@ -33,6 +33,9 @@ from explorer.views.markdown_text import escape_markdown  # noqa: F401  (figures
 
 BASE_FONT_SIZE = 15
 PRESENTER_SCALE = 1.6
+# The page's body type in px, which numbers printed in cells must not be smaller than (issue 42): Streamlit's 1rem,
+# and in presenter mode sidebar.py's 22 px root × 1.2rem paragraphs (26.4 px, rounded up).
+BODY_TYPE_PX = {False: 16, True: 27}
 
 MASKED_COLOR = "#7f7f7f"  # mid grey: no grey on viridis, and darker than RdBu's white middle
 NAN_COLOR = "#ff00ff"  # magenta: on none of the colour scales used here
@@ -235,6 +238,12 @@ def wrap(text: str, max_chars: int) -> str:
 
 def font_size(presenter: bool, factor: float = 1.0) -> int:
     return round(BASE_FONT_SIZE * factor * (PRESENTER_SCALE if presenter else 1.0))
+
+
+def cell_font_size(presenter: bool) -> int:
+    """Numbers printed inside cells: the page's body type, so a projector's back row reads them as it reads the text
+    (a cell too small for them leaves them out; hover and "Show as table" hold every value)."""
+    return BODY_TYPE_PX[presenter]
 
 
 def finish_figure(
