@@ -9,7 +9,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 # Settled: the script has run (the app says notRunning and the toolbar shows no running man), the page has drawn its
 # title and every element (Streamlit shows a skeleton until an element's code has loaded, after the run), and every
-# chart element holds a chart plotly has drawn and is not drawing again (explorer/glue/frame/chart.js
+# chart element (every component but the sidebar's history guard) holds a chart plotly has drawn and is not drawing again (explorer/glue/frame/chart.js
 # marks a drawing chart with data-mha-drawing), or its error note. All of it held for QUIET_MS, as a network-idle wait
 # does: a rerun asked for a moment ago may not have started, and a resize reaches plotly a frame after the window's.
 SETTLED_JS = """
@@ -20,7 +20,7 @@ SETTLED_JS = """
     || !document.querySelector("[data-testid='stMain'] h1")
     || document.querySelector("[data-testid='stSkeleton']");  // an element whose code is still loading
   const drawing = [...document.querySelectorAll("[data-testid='stBidiComponentRegular']")].some((place) => {
-    if (place.querySelector(".mha-chart-error")) return false;
+    if (place.querySelector(".mha-chart-error") || place.closest(".st-key-mha_history_guard")) return false;
     const chart = place.querySelector(".mha-chart");
     return !chart || chart.hasAttribute("data-mha-drawing") || !chart.querySelector("svg.main-svg");
   });

@@ -154,21 +154,17 @@ def front_page_link(page, who: str, script: str) -> None:
 
 
 def history(page, direction: str, script: str) -> list[str]:
-    """The browser's Back or Forward, pressed until the page ``script`` shows (at most six times); what each page
-    passed on the way shows is read too. A page link opens a page without a query and the page then writes its
-    settings into the URL, a history entry of its own: the first Back from a page opened by a click shows that page
-    again, without a query (the page writes it back, replacing the entry: a later Back or Forward may step between
-    two entries of one URL)."""
-    problems = []
-    for _ in range(6):
-        page.go_back() if direction == "back" else page.go_forward()
-        settle(page)  # the entry may hold the URL shown now: the page is run again all the same
-        assert_no_exception(page)
-        if url_path(page) == PATHS[script]:
-            break
-        problems += disagreements(page, f"{direction} on the way to {PATHS[script] or 'front page'} ({url_path(page)})")
+    """The browser's Back or Forward, pressed once: it must show the page ``script``. A page link pushes the page's
+    path, and the page's first run writes its settings into the query; Streamlit pushed that as an entry of its own,
+    so the first Back from a page opened by a click showed the same page again (history_guard.js)."""
+    page.go_back() if direction == "back" else page.go_forward()
+    settle(page)  # the entry may hold the URL shown now: the page is run again all the same
+    assert_no_exception(page)
+    if url_path(page) != PATHS[script]:
+        where = PATHS[script] or "front page"
+        return [f"one {direction} showed {url_path(page) or 'front page'}, not {where}"]
     arrive(page, PATHS[script])
-    return problems
+    return []
 
 
 def move(page, name: str, key: str) -> str:

@@ -16,6 +16,7 @@ from streamlit.errors import StreamlitAPIException
 
 from explorer.glue.cached.real_models import LABELS, facts
 from explorer.glue.frame import contrast
+from explorer.glue.frame.history_guard import install_history_guard
 from explorer.glue.state import settings as cfg
 from explorer.glue.state.settings import FIELD_NAMES, Settings
 from explorer.glue.state.url import (
@@ -267,6 +268,7 @@ def navigation() -> None:
             st.sidebar.page_link(script, label=label, icon=icon)
         except (StreamlitAPIException, KeyError):
             return  # a page run on its own (AppTest) has no app to link to
+    install_history_guard()  # a page a link opens is one history entry: Back returns to the page before
     st.sidebar.divider()
 
 
