@@ -29,11 +29,10 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from mha_core.gpt import curriculum, english_probe, head_scores, training_run
 from mha_core.gpt import data as gpt_data
-from mha_core.gpt import english_probe, head_scores, training_run
 from mha_core.gpt import evaluation as gpt_eval
 from mha_core.gpt.evaluation import PROBE_BATCH, PROBE_SEED, heldout_loss, measure_heads, probe
 from mha_core.gpt.model import CONFIG_KEYS, GPTModel, check_config, count_parameters
@@ -158,39 +157,6 @@ def gpt2_init(model: GPTModel, std: float) -> None:
             nn.init.normal_(param, std=std / math.sqrt(2 * model.cfg["n_layers"]) if scaled else std)
 
 
-def letters_at(recipe: Recipe, step: int) -> int:
-    """Phase 2's alphabet size at ``step``: from ``alphabet_from`` down to ``alphabet_to``, geometrically."""
-    progress = min(1.0, max(0, step - recipe.curriculum_start) / recipe.alphabet_decay)
-    ratio = recipe.alphabet_to / recipe.alphabet_from
-    return max(recipe.alphabet_to, round(recipe.alphabet_from * ratio**progress))
-
-
-def learning_rate(recipe: Recipe, step: int) -> float:
-    """Linear ramp over ``lr_warmup`` steps, then a cosine from ``lr`` down to ``final_lr`` at ``lr_horizon``;
-    in phase 2 ``curriculum_lr`` and in phase 3 ``polish_lr``, each falling towards a tenth over its last
-    ``anneal`` steps."""
-    if recipe.polish_start and step >= recipe.polish_start:
-        return recipe.polish_lr * _annealed(recipe, recipe.steps - step)
-    if step >= recipe.curriculum_start:
-        return recipe.curriculum_lr * _annealed(recipe, (recipe.polish_start or recipe.steps) - step)
-    if step < recipe.lr_warmup:
-        return recipe.lr * (step + 1) / recipe.lr_warmup
-    progress = (step - recipe.lr_warmup) / max(1, recipe.lr_horizon - recipe.lr_warmup)
-    return recipe.final_lr + (recipe.lr - recipe.final_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-
-def _annealed(recipe: Recipe, steps_left: int) -> float:
-    """A phase's rate factor: 1, falling linearly to 0.1 over the phase's last ``anneal`` steps."""
-    return max(0.1, min(1.0, steps_left / recipe.anneal)) if recipe.anneal else 1.0
-
-
-def phase_of(recipe: Recipe, step: int) -> int:
-    """Which phase ``step`` is in: 1 (warm-up and text), 2 (the alphabet curriculum) or 3 (the polish)."""
-    if recipe.polish_start and step >= recipe.polish_start:
-        return 3
-    return 2 if step >= recipe.curriculum_start else 1
-
-
 def prepare(recipe: Recipe) -> tuple[ByteTokenizer, torch.Tensor, torch.Tensor]:
     """(tokenizer, training ids, held-out ids): the corpus as UTF-8 bytes."""
     tokenizer = ByteTokenizer()
@@ -225,16 +191,17 @@ def train(
     saved = training_run.checkpoints(run_dir) if run_dir is not None else []
     if saved:
         payload = training_run.load(saved[-1], recipe)
-        if phase_of(recipe, payload["step"] - 1) > 1:  # the checkpoint's optimiser is that phase's
-            optimizer, gen = _optimizer(model, recipe, phase=phase_of(recipe, payload["step"] - 1)), torch.Generator()
+        phase = curriculum.phase_of(recipe, payload["step"] - 1)
+        if phase > 1:  # the checkpoint's optimiser is that phase's
+            optimizer, gen = _optimizer(model, recipe, phase=phase), torch.Generator()
         training_run.restore(payload, model, optimizer, gen)
         first, losses, milestones, spent = (payload[k] for k in ("step", "losses", "milestones", "wall_time_s"))
         training_run.log(run_dir, f"resuming at step {first} from {saved[-1].name}")
-    data = (train_ids, _sentence_pool(recipe, train_ids))
+    data = (train_ids, curriculum.sentence_pool(recipe, train_ids))
     started = time.perf_counter() - spent
     for step in range(first, recipe.steps if stop_after is None else min(stop_after, recipe.steps)):
         if step in (recipe.curriculum_start, recipe.polish_start or -1):  # phases 2 and 3: a fresh optimiser, batches
-            phase = phase_of(recipe, step)
+            phase = curriculum.phase_of(recipe, step)
             optimizer, gen = _optimizer(model, recipe, phase=phase), torch.Generator().manual_seed(recipe.seed + phase)
         loss = _step(model, optimizer, recipe, data, gen, step)
         if (step + 1) % recipe.log_every == 0:
@@ -259,23 +226,14 @@ def train(
 def _step(model: GPTModel, optimizer, recipe: Recipe, data, gen: torch.Generator, step: int) -> float:
     """One AdamW step at ``step``'s learning rate, the gradient norm clipped; the batch loss."""
     for group in optimizer.param_groups:
-        group["lr"] = learning_rate(recipe, step)
-    loss = batch_loss(model, recipe, data, gen, step)
+        group["lr"] = curriculum.learning_rate(recipe, step)
+    loss = curriculum.batch_loss(model, recipe, data, gen, step)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if recipe.clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
     optimizer.step()
     return loss.item()
-
-
-def _sentence_pool(recipe: Recipe, train_ids: torch.Tensor) -> list[torch.Tensor]:
-    """The training text's sentences that ``doubled_rows`` repeat (none when the recipe has no such rows)."""
-    if not recipe.doubled_rows:
-        return []
-    text = bytes(train_ids.tolist()).decode("utf-8", errors="replace")
-    longest = min(recipe.sentence_max, (recipe.context_length - 1) // 2)  # twice, a space between, fits
-    return gpt_data.sentences(text, recipe.sentence_min, longest)
 
 
 def _optimizer(model: GPTModel, recipe: Recipe, *, phase: int) -> torch.optim.AdamW:
@@ -285,49 +243,6 @@ def _optimizer(model: GPTModel, recipe: Recipe, *, phase: int) -> torch.optim.Ad
     groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     rate = {1: recipe.lr, 2: recipe.curriculum_lr, 3: recipe.polish_lr}[phase]
     return torch.optim.AdamW(groups, lr=rate, betas=(0.9, recipe.beta2))
-
-
-def batch_loss(model: GPTModel, recipe: Recipe, data: tuple, gen: torch.Generator, step: int):
-    """One step's loss on ``data`` (training ids, sentence pool): in the warm-up, the mean cross-entropy on the
-    repeats of short random-byte induction rows; after it, the mean over the kinds of rows of each kind's mean (text
-    everywhere, random bytes, alphabet rows and doubled sentences on the repeat)."""
-    train_ids, pool = data
-    if phase_of(recipe, step) == 3:
-        length = recipe.context_length + 1
-        text = gpt_data.text_windows(train_ids, gen, recipe.polish_text_rows, length)  # (b, T + 1)
-        rows = [
-            (text[:, :-1], text[:, 1:], torch.ones(text.shape[0], length - 1, dtype=torch.bool)),
-            gpt_data.doubled_rows(pool, gen, recipe.polish_doubled_rows, recipe.context_length, train_ids),
-            gpt_data.alphabet_rows(gen, recipe.polish_alphabet_rows, recipe.alphabet_length, recipe.alphabet_to),
-        ]
-        return sum(F.cross_entropy(model(ids)[scored], targets[scored]) for ids, targets, scored in rows) / len(rows)
-    if step < recipe.induction_warmup:
-        rows = [gpt_data.induction_rows(gen, recipe.warmup_rows, recipe.warmup_length, recipe.vocab_size)]
-    elif step >= recipe.curriculum_start:
-        letters = letters_at(recipe, step)
-        rows = [gpt_data.alphabet_rows(gen, recipe.alphabet_rows, recipe.alphabet_length, letters)]
-        length, span = recipe.context_length + 1, (recipe.span_min, recipe.span_max)
-        for text in (
-            gpt_data.text_windows(train_ids, gen, recipe.batch_size, length),
-            gpt_data.periodic_text_rows(train_ids, gen, recipe.periodic_rows, length, span),
-        ):  # each (b, T + 1)
-            rows.append((text[:, :-1], text[:, 1:], torch.ones(text.shape[0], length - 1, dtype=torch.bool)))
-    else:
-        length, span = recipe.context_length + 1, (recipe.span_min, recipe.span_max)
-        texts = [gpt_data.text_windows(train_ids, gen, recipe.batch_size, length)]  # each (b, T + 1)
-        if recipe.text_repeat_rows:
-            texts.append(gpt_data.repeated_text_rows(train_ids, gen, recipe.text_repeat_rows, length, span))
-        if recipe.periodic_rows:
-            texts.append(gpt_data.periodic_text_rows(train_ids, gen, recipe.periodic_rows, length, span))
-        if recipe.few_letter_rows:
-            texts.append(gpt_data.few_letter_rows(gen, recipe.few_letter_rows, length, recipe.few_letters))
-        rows = [(t[:, :-1], t[:, 1:], torch.ones(t.shape[0], length - 1, dtype=torch.bool)) for t in texts]
-        if recipe.repeat_rows:
-            rows.append(gpt_data.induction_rows(gen, recipe.repeat_rows, recipe.context_length, recipe.vocab_size))
-    if recipe.doubled_rows and step >= recipe.induction_warmup:
-        rows.append(gpt_data.doubled_rows(pool, gen, recipe.doubled_rows, recipe.context_length, train_ids))
-    means = [F.cross_entropy(model(ids)[scored], targets[scored]) for ids, targets, scored in rows]
-    return sum(means) / len(means)
 
 
 def record(recipe: Recipe, model: GPTModel, losses: dict, ids: tuple[torch.Tensor, torch.Tensor], wall: float) -> dict:

@@ -9,9 +9,10 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 # Settled: the script has run (the app says notRunning and the toolbar shows no running man), the page has drawn its
 # title and every element (Streamlit shows a skeleton until an element's code has loaded, after the run), and every
-# chart element (every component but the sidebar's history guard) holds a chart plotly has drawn and is not drawing again (explorer/glue/frame/chart.js
-# marks a drawing chart with data-mha-drawing), or its error note. All of it held for QUIET_MS, as a network-idle wait
-# does: a rerun asked for a moment ago may not have started, and a resize reaches plotly a frame after the window's.
+# chart element (every component but the sidebar's history guard) holds a chart plotly has drawn and is not drawing
+# again (explorer/glue/frame/chart.js marks a drawing chart with data-mha-drawing), or its error note. All of it held
+# for QUIET_MS, as a network-idle wait does: a rerun asked for a moment ago may not have started, and a resize reaches
+# plotly a frame after the window's.
 SETTLED_JS = """
 (quiet) => {
   const app = document.querySelector("[data-testid='stApp']");

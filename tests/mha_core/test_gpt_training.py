@@ -16,8 +16,8 @@ import torch.nn.functional as F
 
 import mha_core
 from mha_core.attention.modules import trace_forward
+from mha_core.gpt import curriculum, english_probe, head_scores, training_run, writing_probe
 from mha_core.gpt import data as gpt_data
-from mha_core.gpt import english_probe, head_scores, training_run, writing_probe
 from mha_core.gpt import evaluation as gpt_eval
 from mha_core.gpt import training as gpt_training
 from mha_core.gpt.model import GPTModel
@@ -310,12 +310,12 @@ def test_alphabet_rows_repeat_a_stretch_and_score_inside_the_copy():
 
 
 def test_phase_two_shrinks_the_alphabet_and_keeps_its_rate(recipe):
-    assert gpt_training.letters_at(recipe, recipe.curriculum_start) == recipe.alphabet_from
-    assert gpt_training.letters_at(recipe, recipe.curriculum_start + recipe.alphabet_decay) == recipe.alphabet_to
-    middle = gpt_training.letters_at(recipe, recipe.curriculum_start + recipe.alphabet_decay // 2)
+    assert curriculum.letters_at(recipe, recipe.curriculum_start) == recipe.alphabet_from
+    assert curriculum.letters_at(recipe, recipe.curriculum_start + recipe.alphabet_decay) == recipe.alphabet_to
+    middle = curriculum.letters_at(recipe, recipe.curriculum_start + recipe.alphabet_decay // 2)
     assert recipe.alphabet_to < middle < recipe.alphabet_from
-    assert gpt_training.learning_rate(recipe, recipe.curriculum_start) == recipe.curriculum_lr
-    assert gpt_training.learning_rate(recipe, 0) == pytest.approx(recipe.lr)
+    assert curriculum.learning_rate(recipe, recipe.curriculum_start) == recipe.curriculum_lr
+    assert curriculum.learning_rate(recipe, 0) == pytest.approx(recipe.lr)
 
 
 TINY_RUN = {  # a recipe small enough for a test: every phase, and doubled sentences, in ten steps
@@ -343,7 +343,7 @@ def test_a_run_resumes_from_its_checkpoint_bit_for_bit(prepared, tmp_path, one_t
     for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
     assert "resuming at step 5 from step-000005.pt" in (tmp_path / "b" / training_run.LOG).read_text()
-    assert gpt_training.learning_rate(tiny, 9) < gpt_training.learning_rate(tiny, 6) == tiny.curriculum_lr
+    assert curriculum.learning_rate(tiny, 9) < curriculum.learning_rate(tiny, 6) == tiny.curriculum_lr
 
 
 def test_resume_reads_the_recipe_from_the_run_and_refuses_another(prepared, tmp_path, one_thread):

@@ -51,6 +51,19 @@ def _cell_width(values: np.ndarray | None, d_out: int, presenter: bool) -> float
     return max(len(widest), 3) * DIGIT_WIDTH * cell_font_size(presenter) + 10
 
 
+def _drawn(stage: str, shape: tuple[int, int, int], values, presenter: bool, width_px: int):
+    """(cell width, heads drawn, dims drawn, whether values are printed): values at the page's body type when the
+    fewest columns drawn hold them, else each cell's flat column, which is narrower."""
+    Ts, h, hd = shape
+    cell_w = _cell_width(values, h * hd, presenter)
+    hs, ds = _fit(stage, h, hd, cell_w, width_px)
+    fits = _columns(stage, hs, ds) * cell_w <= width_px - 120
+    if values is not None and not fits:
+        cell_w = _cell_width(None, h * hd, presenter)
+        hs, ds = _fit(stage, h, hd, cell_w, width_px)
+    return cell_w, hs, ds, values is not None and fits and Ts * hs * ds <= _RESHAPE_TEXT_LIMIT
+
+
 def _fit(stage: str, h: int, hd: int, cell_w: float, width_px: int) -> tuple[int, int]:
     """Heads and dims drawn: at most 4 of each, fewer (down to 2) until the diagram fits width_px."""
     hs, ds = min(h, _RESHAPE_MAX_HEADS), min(hd, _RESHAPE_MAX_DIMS)
@@ -195,14 +208,8 @@ def reshape_figure(
         values = np.asarray(values)
         if values.shape != (T, d_out):
             raise ValueError(f"values must be (T, d_out) = ({T}, {d_out}), got {values.shape}")
-    cell_w = _cell_width(values, d_out, presenter)
     Ts = min(T, _RESHAPE_MAX_TOKENS)
-    hs, ds = _fit(stage, h, hd, cell_w, width_px)
-    fits = _columns(stage, hs, ds) * cell_w <= width_px - 120  # values at body type in the fewest columns drawn
-    show_values = values is not None and Ts * hs * ds <= _RESHAPE_TEXT_LIMIT and fits
-    if values is not None and not fits:  # the cells print their flat column instead, which is narrower
-        cell_w = _cell_width(None, d_out, presenter)
-        hs, ds = _fit(stage, h, hd, cell_w, width_px)
+    cell_w, hs, ds, show_values = _drawn(stage, (Ts, h, hd), values, presenter, width_px)
     n_rows, n_cols, place, headers = _placement(stage, Ts, hs, ds)
 
     z, text, hover, x_ticks, y_ticks = _cells(
