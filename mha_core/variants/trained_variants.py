@@ -219,13 +219,14 @@ class TrainedVariants:
     heldout_windows: int  # windows of context_length scored for the held-out loss
     heldout_tokens: int
     sentences: int  # repeated-English sentences, each read twice
+    periods: tuple[int, ...]  # each sentence's tokens and its space: how far back the induction head reads, plus 1
 
     def of(self, label: str) -> VariantScore:
         return next(s for s in self.scores if s.conversion.label == label)
 
 
 def assemble(
-    model: GPTModel, scores: tuple[VariantScore, ...], held: Heldout, sentences=english_probe.SENTENCES
+    model: GPTModel, tokenizer, scores: tuple[VariantScore, ...], held: Heldout, sentences=english_probe.SENTENCES
 ) -> TrainedVariants:
     """The scores with the model's shape and what they were measured on."""
     cfg = model.cfg
@@ -238,6 +239,7 @@ def assemble(
         heldout_windows=held.windows.shape[0],
         heldout_tokens=held.tokens_scored,
         sentences=len(sentences),
+        periods=tuple(len(tokenizer.encode(sentence)) + 1 for sentence in sentences),
     )
 
 
@@ -245,4 +247,4 @@ def score_all(model: GPTModel, tokenizer, chosen: tuple[Conversion, ...] | None 
     """Every conversion of ``conversions(model.cfg)`` (or ``chosen``) scored on the same held-out windows."""
     held = heldout(tokenizer, model.cfg["context_length"])
     chosen = conversions(model.cfg) if chosen is None else chosen
-    return assemble(model, tuple(score(model, tokenizer, c, held) for c in chosen), held)
+    return assemble(model, tokenizer, tuple(score(model, tokenizer, c, held) for c in chosen), held)

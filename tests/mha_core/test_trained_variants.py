@@ -168,7 +168,9 @@ def test_score_measures_the_converted_model_with_the_records_routines():
     assert held.windows.shape == (4, 129) and held.tokens_scored == 4 * 128
     chosen = (tv.Conversion(kind="MHA", kv_heads=4), tv.Conversion(kind="SWA", kv_heads=4, window=4))
     sentences = english_probe.SENTENCES[:6]
-    result = tv.assemble(model, tuple(tv.score(model, tokenizer, c, held, sentences) for c in chosen), held, sentences)
+    result = tv.assemble(
+        model, tokenizer, tuple(tv.score(model, tokenizer, c, held, sentences) for c in chosen), held, sentences
+    )
     full, windowed = result.of("MHA"), result.of("SWA, window 4")
     probe = english_probe.score_repeats(model, tokenizer, sentences)
     assert full.heldout_loss == pytest.approx(mean_loss(model, held.windows), abs=1e-6)
@@ -178,6 +180,7 @@ def test_score_measures_the_converted_model_with_the_records_routines():
     assert windowed.best_induction == 0.0
     assert windowed.cache_bytes_full == full.cache_bytes_full * 4 // 128
     assert (result.heldout_windows, result.sentences, result.head_dim) == (4, 6, 4)
+    assert result.periods == tuple(len(sentence.encode()) + 1 for sentence in sentences)  # bytes, and the space
 
 
 def test_the_page_set_and_the_checks():
