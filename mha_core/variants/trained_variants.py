@@ -99,7 +99,7 @@ def _grouped_att(att: nn.Module, groups: int) -> GroupedQueryAttention:
     _copy_linear(att.out_proj, new.out_proj)
     _pooled_linear(att.W_key, new.W_key, att.num_heads, groups)
     _pooled_linear(att.W_value, new.W_value, att.num_heads, groups)
-    return new
+    return new.to(att.W_query.weight.device)
 
 
 def _windowed_att(att: nn.Module, window: int) -> MultiHeadAttentionWithSWA:
@@ -109,7 +109,7 @@ def _windowed_att(att: nn.Module, window: int) -> MultiHeadAttentionWithSWA:
     )
     for name in ("W_query", "W_key", "W_value", "out_proj"):
         _copy_linear(getattr(att, name), getattr(new, name))
-    return new
+    return new.to(att.W_query.weight.device)
 
 
 @torch.no_grad()
