@@ -13,7 +13,7 @@ TABS = {
     "explorer": ("section", ("attention", "reshapes", "downloads")),
     "heads": ("part", ("heads", "circuits", "references")),
     "knobs": ("knob", ("temperature", "dropout", "presets")),
-    "variants": ("section", ("heads", "bytes", "decode")),
+    "variants": ("section", ("heads", "bytes", "decode", "trained")),
 }
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]  # axe-core's tags for WCAG 2.0 and 2.1, levels A and AA
 # and its best practices: heading-order (a page's h1 followed by an h3) is one, which issue 42 counted

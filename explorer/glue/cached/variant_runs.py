@@ -14,13 +14,15 @@ import streamlit as st
 
 from explorer.glue.cached import real_models
 from explorer.glue.cached.teaching_runs import seed_int
-from explorer.glue.memory import caches
+from explorer.glue.memory import admission, caches
 from explorer.glue.memory.caches import MB, byte_cached
 from explorer.glue.state import url
 from explorer.glue.state.settings import DEFAULTS, Settings
-from explorer.views import attention_variants, attention_variants_decoding
+from explorer.views import attention_variants, attention_variants_decoding, attention_variants_trained
+from mha_core.gpt.model import count_parameters
 from mha_core.runs import forward as runs
 from mha_core.variants import page_runs as variant_runs
+from mha_core.variants import trained_variants
 from mha_core.variants.page_runs import KINDS, VariantSpec
 
 DECODE_TOKENS = 48  # at most this many tokens decoded one at a time (each call is traced, and timed without too)
@@ -178,3 +180,58 @@ def decoding_view(
 
 def gpt_absent_reason() -> str:
     return real_models.own_absent_reason()
+
+
+# --- 4. the shipped GPT converted, no retraining -------------------------------------------------------------------
+
+CONVERSION_SLACK_BYTES = 4 * MB  # the allocator's rounding and the probe's small tensors
+
+
+def conversion_bytes(cfg: dict, parameters: int) -> int:
+    """What scoring one conversion adds at its peak, from the model's shape: its float32 copy, a chunk of 16 held-out
+    windows' logits (three copies: logits, log-softmax, the loss's gradient-free temporaries) and their attention
+    scores, weights and trace steps (four (16, h, T, T) tensors)."""
+    tokens, chunk = cfg["context_length"], 16
+    logits = 4 * chunk * tokens * cfg["vocab_size"]
+    scores = 4 * chunk * cfg["n_heads"] * tokens * tokens
+    return 4 * parameters + 3 * logits + 4 * scores + CONVERSION_SLACK_BYTES
+
+
+@byte_cached(max_bytes=MB, max_entries=2, ttl_s=3600)
+def _trained_heldout(context_length: int) -> trained_variants.Heldout:
+    _, tokenizer = real_models.own_model()
+    return trained_variants.heldout(tokenizer, context_length)
+
+
+@byte_cached(max_bytes=MB, max_entries=16, ttl_s=3600)
+def _conversion_score(conversion: trained_variants.Conversion) -> trained_variants.VariantScore:
+    model, tokenizer = real_models.own_model()  # shared: score converts a private copy
+    return trained_variants.score(model, tokenizer, conversion, _trained_heldout(model.cfg["context_length"]))
+
+
+def trained_scores() -> trained_variants.TrainedVariants:
+    """Every conversion of the shipped GPT scored, each cached on its conversion (a frozen dataclass of ints and a
+    kind); the missing ones computed together as one heavy job at the gate (CPU-seconds: a held-out pass and the
+    English probe per conversion)."""
+    model, tokenizer = real_models.own_model()
+    chosen = trained_variants.conversions(model.cfg)
+    missing = [c for c in chosen if not _conversion_score.peek(c)[0]]
+    if missing:
+        need = conversion_bytes(model.cfg, count_parameters(model))
+        label = f"converting the shipped GPT to {len(missing)} variants (about {need / MB:,.0f} MB)"
+        with admission.admit(label, need_bytes=need, heavy=True):
+            for conversion in missing:
+                _conversion_score(conversion)
+    held = _trained_heldout(model.cfg["context_length"])
+    return trained_variants.assemble(model, tokenizer, tuple(_conversion_score(c) for c in chosen), held)
+
+
+@byte_cached(max_bytes=4 * MB, max_entries=4, ttl_s=3600, spinner="Converting the shipped GPT and scoring it…")
+def trained_view(presenter: bool):
+    """(panel, table, what to look at) of the shipped GPT's conversions, drawn once per presentation."""
+    result = trained_scores()
+    return (
+        attention_variants_trained.quality_figure(result, presenter),
+        attention_variants_trained.trained_table(result),
+        attention_variants_trained.trained_look(result),
+    )
