@@ -19,6 +19,7 @@ from mha_core.attention.positions import POSITION_KINDS, PositionEncoding, alibi
 from mha_core.rng import seeded
 
 MAX_POSITION_TOKENS = 64  # the knob's heatmaps show every token: the first 64 at most
+MAX_SHUFFLE = 999_999  # ?shuffle=: 0 is the tokens' own order, each other number a seeded permutation
 
 
 def shuffled_order(num_tokens: int, shuffle: int) -> list[int]:
