@@ -28,7 +28,6 @@ KIND_WORDS = {
     "alibi": "ALiBi",
 }
 FIGURE_POSITIONS = 64  # RoPE's teaching figures: positions 0 … 63
-MOST_PAIRS = 8  # RoPE's rotation figure: at most this many pairs, spread from the fastest to the slowest
 GAP_ROUNDING = 1e-5  # a change below this, put back in order, is float rounding: the weights merely permuted
 
 
@@ -168,22 +167,28 @@ def rope_distance_panel(head_dim: int, rope_base: float, presenter: bool) -> Pan
 
 
 def rope_rotation_panel(head_dim: int, rope_base: float, presenter: bool) -> Panel:
-    """cos of each pair's angle p·θ_k against the position p: pair 0 turns a radian a position, the last barely."""
+    """cos of each pair's angle p·θ_k, pairs down and positions across: pair 0 turns a radian a position (fast
+    stripes), the last pairs barely (one colour): low pairs tell near tokens apart, high pairs far ones."""
     angles = rope_angles(head_dim, rope_base, FIGURE_POSITIONS).numpy()  # (64, d/2)
     pairs = angles.shape[1]
-    shown = sorted({round(k * (pairs - 1) / max(MOST_PAIRS - 1, 1)) for k in range(min(pairs, MOST_PAIRS))})
-    figure = figures.line_chart(
-        list(range(FIGURE_POSITIONS)),
-        {f"pair {k}": np.cos(angles[:, k]).tolist() for k in shown},
-        title="RoPE: each pair's turn as position grows",
-        x_title="position p",
-        y_title="cos(p · θ_k)",
+    turns = np.cos(angles.T)[None]  # (1, d/2, 64): one panel, a row per pair
+    figure = figures.heads_heatmap(
+        turns,
+        index_labels(pairs),
+        index_labels(FIGURE_POSITIONS),
+        title="RoPE: cos(p · θ_k), each pair as position grows",
+        kind="values",
+        head_names=[f"head_dim {head_dim}, base {rope_base:,}"],
+        zmin=-1.0,
+        zmax=1.0,
         presenter=presenter,
+        row_title="pair k",
+        col_title="position p",
     )
     text = (
-        f"Pair k of head_dim {head_dim} turns by θ_k = {rope_base:,}^(−2k/{head_dim}) a position: pair 0 by "
-        f"1 radian, pair {pairs - 1} by {angles[1, -1]:.3g} · low pairs turn fast and tell near tokens apart, "
-        f"high pairs slowly, for far ones · pairs shown: {', '.join(str(k) for k in shown)}"
+        f"cos(p · θ_k) · shape (head_dim / 2, positions) = ({pairs}, {FIGURE_POSITIONS}) · pair k of head_dim "
+        f"{head_dim} turns by θ_k = {rope_base:,}^(−2k/{head_dim}) a position: pair 0 by 1 radian, pair {pairs - 1} "
+        f"by {angles[1, -1]:.3g} · low pairs turn fast and tell near tokens apart, high pairs slowly, for far ones"
     )
     return Panel("rope_rotation", "RoPE: low pairs turn fast, high pairs slowly", text, figure)
 

@@ -60,12 +60,12 @@ def test_ropes_distance_figure_is_the_all_ones_score_and_its_rotation_figure_slo
     distance = next(p for p in view.panels if p.key == "rope_distance")
     np.testing.assert_allclose(distance.figure.data[0].y, rope_distance_scores(4, 100, 64).numpy())
     rotation = rope_rotation_panel(64, 10_000, presenter=False)
-    names = [trace.name for trace in rotation.figure.data]
-    assert names[0] == "pair 0" and names[-1] == "pair 31" and len(names) == 8
-    first, last = (np.asarray(t.y) for t in (rotation.figure.data[0], rotation.figure.data[-1]))
-    assert first[1] == pytest.approx(np.cos(1.0))  # pair 0: a radian a position
-    assert abs(np.diff(first)).mean() > 10 * abs(np.diff(last)).mean()  # low pairs fast, high slow
-    assert "pair 31 by 0.000133" in rotation.caption
+    (turns,) = values(rotation.figure)  # (pairs, positions): a row per pair
+    assert turns.shape == (32, 64)
+    assert turns[0, 1] == pytest.approx(np.cos(1.0))  # pair 0: a radian a position
+    assert abs(np.diff(turns[0])).mean() > 10 * abs(np.diff(turns[31])).mean()  # low pairs fast, high slow
+    assert list(rotation.figure.layout.yaxis.ticktext)[:2] == ["0", "1"]
+    assert "pair 31 by 0.000133" in rotation.caption and "= (32, 64)" in rotation.caption
 
 
 def test_a_refused_rope_still_draws_its_teaching_figures_at_head_dim_16():
