@@ -29,7 +29,7 @@ FIELD_LABELS = {
 }
 PAGE_FIELDS = {
     "app.py": sidebar.KNOB_FIELDS,
-    "pages/1_Step_through.py": sidebar.ALL_FIELDS,
+    "pages/1_Step_through.py": sidebar.KNOB_FIELDS,
     "pages/2_Heads_and_references.py": sidebar.EVAL_FIELDS,
     "pages/3_Masks_and_cross_attention.py": sidebar.CROSS_FIELDS,
     "pages/4_Knobs_that_teach.py": sidebar.EVAL_FIELDS,

@@ -153,3 +153,15 @@ def test_a_kind_moved_in_the_sidebar_redraws_the_section():
     base = re.escape("base 100,000")
     at.sidebar.select_slider(key="w_rope_base").set_value(100_000).run()
     assert any(re.search(base, str(figure)) for figure in charts(at).values())
+
+
+@pytest.mark.parametrize("kind", ["rope", "alibi", "sinusoidal"])
+def test_step_through_sets_the_scores_beside_the_same_scores_with_positions(kind):
+    plain = open_page("pages/1_Step_through.py", {"step": "5", **WIDE})
+    at = open_page("pages/1_Step_through.py", {"step": "5", "positions": kind, **WIDE})
+    assert not at.exception and not at.error
+    assert set(charts(at)) == set(charts(plain)) | {"positions_logits_without", "positions_logits_with"}
+    assert "The same scores with positions" in texts(at)
+    other = open_page("pages/1_Step_through.py", {"step": "6", "positions": kind, **WIDE})
+    assert "positions_logits_with" not in charts(other)  # only on the scores step
+    assert "The same scores with positions" not in texts(plain)
