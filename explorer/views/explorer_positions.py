@@ -223,6 +223,11 @@ def build_positions_view(
     panels: list[Panel] = []
     if refused:
         sentences.append(refused)
+    if run is not None and run.total_tokens > len(run.labels):
+        sentences.append(
+            f"Every token on the axes: the first {len(run.labels)} of the input's {run.total_tokens} tokens are "
+            "scored here, of batch element 0."
+        )
     if run is not None and kind == "none":  # nothing to set beside them: the scores and weights alone
         panels += [_score_pair(run, "logits", presenter)[0], _score_pair(run, "weights", presenter)[0]]
     elif run is not None:

@@ -42,6 +42,7 @@ class PositionsRun:
     kind: str
     rope_base: float
     labels: list[str]  # the tokens in order
+    total_tokens: int  # the input's tokens, of which the first MAX_POSITION_TOKENS at most are scored
     order: list[int]  # the shuffle: shuffled token i is token order[i]
     without: dict[str, np.ndarray | None]  # positioned_scores' keys, for the tokens in order
     with_positions: dict[str, np.ndarray | None]
@@ -78,6 +79,7 @@ def run_positions(module, x: torch.Tensor, labels, *, kind: str, rope_base: floa
     if not rope_fits(kind, module.head_dim):
         raise ValueError(f"RoPE turns pairs of dimensions: head_dim must be even, got {module.head_dim}")
     weight = module.W_query.weight
+    total_tokens = x.shape[1]
     x = x[:1, :MAX_POSITION_TOKENS].to(device=weight.device, dtype=weight.dtype)  # (1, t, d_in)
     num_tokens = x.shape[1]
     order = shuffled_order(num_tokens, shuffle)
@@ -103,6 +105,7 @@ def run_positions(module, x: torch.Tensor, labels, *, kind: str, rope_base: floa
         kind=kind,
         rope_base=rope_base,
         labels=list(labels)[:num_tokens],
+        total_tokens=total_tokens,
         order=order,
         without=without,
         with_positions=with_positions,

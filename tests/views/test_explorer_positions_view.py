@@ -73,3 +73,13 @@ def test_a_refused_rope_still_draws_its_teaching_figures_at_head_dim_16():
     assert view.pairs == [] and view.sentences[-1] == "odd" and view.shuffle_sentence == ""
     assert [p.key for p in view.panels] == ["rope_distance", "rope_rotation"]
     assert "head_dim 16" in view.panels[0].caption
+
+
+def test_a_long_input_is_cut_to_its_first_64_tokens_and_says_so():
+    torch.manual_seed(0)
+    module = MultiHeadAttention(5, 8, 80, 0.0, 2).eval()
+    run = run_positions(module, torch.rand(1, 80, 5), [f"t{k}" for k in range(80)], kind="alibi", rope_base=100,
+                        seed=0, shuffle=1)  # fmt: skip
+    assert run.total_tokens == 80 and len(run.labels) == 64 and run.without["weights"].shape == (2, 64, 64)
+    view = build_positions_view(run, kind="alibi", head_dim=4, rope_base=100, presenter=False)
+    assert "the first 64 of the input's 80 tokens" in " ".join(view.sentences)
