@@ -6,6 +6,7 @@ figures in explorer.views.attention_explorer and explorer.views.figures, the num
 
 import streamlit as st
 
+from explorer.glue.cached import teaching_runs
 from explorer.glue.frame import boundary, sidebar
 from explorer.glue.memory import budget, caches, downloads
 from explorer.glue.state import url
@@ -17,7 +18,7 @@ st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon="🔍",
 
 def main() -> None:
     presenter = sidebar.presenter_toggle()
-    settings = sidebar.settings_sidebar()
+    settings = sidebar.settings_sidebar(fields=sidebar.KNOB_FIELDS)
     batch_index, enlarge_choice = view_controls(settings)
     enlarge = None if enlarge_choice == "none" else int(enlarge_choice)
 
@@ -39,6 +40,7 @@ def main() -> None:
         )
     sidebar.where_to_start(shown=not presenter)  # a first visit's and a class's path through the pages
     section = sidebar.section_choice("section", SECTIONS, default="attention")
+    shuffle = teaching_runs.seed_int("positions_shuffle", "shuffle", 0, 0, url.MAX_SHUFFLE)
     url.show_notices()  # after every URL value is read, so a bad one's notice shows now
 
     view = caches.cached_view(settings, section, batch_index, enlarge, presenter)
@@ -58,7 +60,7 @@ def main() -> None:
         if view.enlarged is not None:
             boundary.show_figure(view.enlarged)
 
-    attention_tab, reshape_tab, download_tab = sidebar.section_tabs("section", SECTIONS, section)
+    attention_tab, reshape_tab, download_tab, positions_tab = sidebar.section_tabs("section", SECTIONS, section)
     with attention_tab:  # only the open section is drawn and sent
         draw_attention([panel for panel in view.panels if panel is not staged] if section == "attention" else [])
     with reshape_tab:
@@ -67,8 +69,12 @@ def main() -> None:
     with download_tab:
         if section == "downloads":
             draw_downloads(settings)
+    with positions_tab:
+        if section == "positions":
+            draw_positions(settings, shuffle, presenter)
 
-    url.sync_url(settings, view_batch=batch_index, head=enlarge_choice, section=section)
+    shuffled = {"shuffle": shuffle} if shuffle else {}  # absent: the tokens' own order, links as before the knob
+    url.sync_url(settings, view_batch=batch_index, head=enlarge_choice, section=section, **shuffled)
 
 
 def view_controls(settings) -> tuple[int, str]:
@@ -148,6 +154,30 @@ def draw_pair(pair) -> None:
                     boundary.show_figure(panel, bare=True)
                 else:
                     st.caption(panel.caption)
+
+
+def _shuffle(step: int) -> None:
+    """The next seeded permutation (step 1), or the tokens' own order again (step 0)."""
+    state = st.session_state
+    state.positions_shuffle = state.positions_shuffle % url.MAX_SHUFFLE + 1 if step else 0
+
+
+def draw_positions(settings, shuffle: int, presenter: bool) -> None:
+    """The position knob's section: what the kind does, the shuffle, then each pair without | with side by side."""
+    view = caches.positions_view(settings, shuffle, presenter)
+    for sentence in view.sentences:
+        st.markdown(sentence)
+    shuffle_column, back_column, _ = st.columns([2, 2, 5])
+    shuffle_column.button("Shuffle the tokens", key="shuffle_tokens", on_click=_shuffle, args=(1,), width="stretch")
+    back_column.button(
+        "Their own order", key="unshuffle_tokens", on_click=_shuffle, args=(0,), disabled=not shuffle, width="stretch"
+    )
+    if view.shuffle_sentence:
+        st.markdown(view.shuffle_sentence)
+    for pair in view.pairs:
+        draw_pair(pair)
+    for panel in view.panels:
+        boundary.show_figure(panel)
 
 
 def draw_downloads(settings) -> None:

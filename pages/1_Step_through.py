@@ -11,6 +11,7 @@ from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
 from explorer.glue.cached import teaching_runs
 from explorer.glue.frame import boundary, sidebar
+from explorer.glue.memory import caches
 from explorer.glue.state import trained_link, url
 from explorer.views.step_notes import PREVIOUS_TOKEN_LINK
 from explorer.views.step_through_steps import STEP_COUNT, STEPS
@@ -118,9 +119,28 @@ def previous_token_link(number: int) -> None:
         st.link_button(label, f"./Step_through?{urlencode(query)}", icon=":material/open_in_new:")
 
 
+def positions_beside(settings, presenter: bool) -> None:
+    """The scores step with the sidebar's positions: without | with side by side, as the Explorer's Positions
+    section draws them (its first pair), titles, figures and captions each in one row."""
+    view = caches.positions_view(settings, 0, presenter)
+    st.subheader("The same scores with positions")
+    for sentence in view.sentences:
+        st.markdown(sentence)
+    for pair in view.pairs[:1]:
+        for row in ("title", "figure", "caption"):
+            for column, panel in zip(st.columns(2), pair, strict=True):
+                with column:
+                    if row == "title":
+                        st.markdown(f"**{panel.title}**")
+                    elif row == "figure":
+                        boundary.show_figure(panel, bare=True)
+                    else:
+                        st.caption(panel.caption)
+
+
 def main() -> None:
     presenter = sidebar.presenter_toggle()
-    settings = sidebar.settings_sidebar()
+    settings = sidebar.settings_sidebar(fields=sidebar.KNOB_FIELDS)
     state = st.session_state
     teaching_runs.seed_int("step_number", "step", 1, 1, STEP_COUNT)
     teaching_runs.seed_int("step_batch", "batch", 0, 0, settings.batch_size - 1)
@@ -143,6 +163,8 @@ def main() -> None:
         presenter_step(view)
     else:
         classroom_step(view, trained=bool(settings.trained or settings.model))
+    if STEPS[view.number - 1].key == "scores" and settings.positions != "none":
+        positions_beside(settings, presenter)
     url.sync_url(settings, step=int(state.step_number), batch=int(state.step_batch))
 
 

@@ -237,6 +237,7 @@ SECTIONS = {  # the explorer's sections: only the open one is drawn and sent
     "attention": "Attention, head by head",
     "reshapes": "Reshapes and output",
     "downloads": "Downloads",
+    "positions": "Positions",  # the position knob's views (explorer_positions); the module stays Listing 3.5
 }
 
 

@@ -136,3 +136,61 @@ class PositionEncoding(nn.Module):
             return None
         bias = alibi_bias(self.slopes, query_positions, key_positions)  # (h, t, s)
         return rec("alibi_bias", bias, "ALiBi: −slope_h × |i − j|, added to the scaled scores")
+
+
+# --- the scores with and without positions, from a trace's queries and keys (the pages' position knob) ---------------
+
+SCORED_KINDS = ("none", "rope", "alibi")  # the kinds that act on queries, keys or scores; the others act on x
+
+
+def positioned_scores(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    kind: str,
+    *,
+    rope_base: float = 10_000,
+    allowed: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor | None]:
+    """Queries and keys (b, h, t, d) at positions 0 … t − 1 scored as ``ExplicitAttention`` scores them, with
+    ``kind``'s positions applied: RoPE rotates both, ALiBi adds its bias to the scaled scores.
+
+    Returns ``queries`` and ``keys`` as scored (rotated for RoPE), ``scores`` (Q Kᵀ, b, h, t, t), ``bias`` (ALiBi's
+    (h, t, t), else None), ``logits`` (what the softmax reads) and ``weights``; ``allowed`` (t, t), True = may
+    attend, or None for every key. With "none" the numbers are the module's own, bit for bit. Learned and
+    sinusoidal positions are added to x before the projections, so they are not a function of q and k.
+    """
+    if kind not in SCORED_KINDS:
+        raise ValueError(f"positioned_scores applies {', '.join(SCORED_KINDS)}; {kind!r} is added to x instead")
+    num_heads, num_tokens, head_dim = queries.shape[1], queries.shape[2], queries.shape[3]
+    if kind == "rope":
+        cos, sin = compute_rope_params(head_dim, theta_base=rope_base, context_length=num_tokens)
+        queries = apply_rope(queries, cos.to(queries.device), sin.to(queries.device))  # (b, h, t, d)
+        keys = apply_rope(keys, cos.to(keys.device), sin.to(keys.device))
+    scores = queries @ keys.transpose(-2, -1)  # (b, h, t, t)
+    logits = scores if allowed is None else scores.masked_fill(~allowed, -torch.inf)
+    logits = logits / head_dim**0.5  # the book's order: mask, then divide
+    bias = None
+    if kind == "alibi":
+        where = torch.arange(num_tokens, device=queries.device)  # (t,)
+        bias = alibi_bias(alibi_slopes(num_heads).to(queries.device), where, where).to(logits.dtype)  # (h, t, t)
+        logits = logits + bias
+    weights = torch.softmax(logits, dim=-1)  # (b, h, t, t)
+    if allowed is not None:
+        weights = weights.masked_fill(~allowed.any(-1)[..., None], 0.0)  # a row with no key: zeros, as the module
+    return {"queries": queries, "keys": keys, "scores": scores, "bias": bias, "logits": logits, "weights": weights}
+
+
+def rope_angles(head_dim: int, theta_base: float, num_positions: int) -> torch.Tensor:
+    """(num_positions, head_dim / 2): the angle p·θ_k that RoPE turns pair k by at position p; pair 0 fastest."""
+    pairs = torch.arange(0, head_dim, 2, dtype=torch.float64)  # 0, 2 … d − 2
+    inv_freq = 1.0 / (theta_base ** (pairs / head_dim))  # (d/2,), as compute_rope_params
+    return torch.arange(num_positions, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, d/2)
+
+
+def rope_distance_scores(head_dim: int, theta_base: float, num_positions: int, start: int = 0) -> torch.Tensor:
+    """(num_positions,): the score of an all-ones query at position start + Δ with an all-ones key at ``start``,
+    for Δ = 0 … num_positions − 1: how RoPE alone makes a score fall and wave with the distance i − j."""
+    cos, sin = compute_rope_params(head_dim, theta_base=theta_base, context_length=start + num_positions)
+    ones = torch.ones(1, 1, num_positions, head_dim)  # (b, h, t, d): the same vector at every position
+    rotated = apply_rope(ones, cos, sin, offset=start)  # (1, 1, t, d)
+    return (rotated[0, 0] @ rotated[0, 0, 0]).double()  # (t,): query at start + Δ · key at start

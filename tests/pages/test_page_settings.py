@@ -25,10 +25,11 @@ FIELD_LABELS = {
     "input": "input",
     "device": "device",
     "dtype": "dtype",
+    "positions": "positions",  # rope_base's slider shows only beside positions=rope (test_position_knob_page.py)
 }
 PAGE_FIELDS = {
-    "app.py": sidebar.ALL_FIELDS,
-    "pages/1_Step_through.py": sidebar.ALL_FIELDS,
+    "app.py": sidebar.KNOB_FIELDS,
+    "pages/1_Step_through.py": sidebar.KNOB_FIELDS,
     "pages/2_Heads_and_references.py": sidebar.EVAL_FIELDS,
     "pages/3_Masks_and_cross_attention.py": sidebar.CROSS_FIELDS,
     "pages/4_Knobs_that_teach.py": sidebar.EVAL_FIELDS,

@@ -28,13 +28,23 @@ from explorer.glue.state.url import (
 )
 from explorer.views.markdown_text import escape_markdown
 from mha_core import devices
+from mha_core.attention.positions import POSITION_KINDS
 from mha_core.runs.forward import INPUT_KINDS
 
+POSITION_LABELS = {
+    "none": "none (Listing 3.5)",
+    "learned": "learned (GPT-2)",
+    "sinusoidal": "sinusoidal (Vaswani et al.)",
+    "rope": "RoPE (Llama)",
+    "alibi": "ALiBi (BLOOM)",
+}
 INPUT_LABELS = {"book": "The book's six words", "random": "Seeded random embeddings", "text": "A sentence you type"}
 
 # The settings each kind of page draws with (``settings_sidebar(fields=...)``); d_out comes with num_heads.
-ALL_FIELDS = FIELD_NAMES  # the pages that run the sidebar's module on its input
-EVAL_FIELDS = tuple(n for n in FIELD_NAMES if n not in ("dropout", "train"))  # the module in eval mode (a knob's own p)
+POSITION_FIELDS = ("positions", "rope_base")  # the position knob: only the pages that draw its views show it
+ALL_FIELDS = tuple(n for n in FIELD_NAMES if n not in POSITION_FIELDS)  # the pages that run the sidebar's module
+KNOB_FIELDS = ALL_FIELDS + POSITION_FIELDS  # the Explorer and Step through: the module, and the knob beside it
+EVAL_FIELDS = tuple(n for n in ALL_FIELDS if n not in ("dropout", "train"))  # the module in eval mode (a knob's own p)
 CROSS_FIELDS = ("num_heads", "d_out", "batch_size", "qkv_bias", "seed", "device", "dtype")  # QKV cross-attention
 COST_FIELDS = ("num_heads", "d_out", "batch_size", "seed", "device", "dtype")  # a timing of the attention alone
 TRAINING_FIELDS = ("seed", "device")  # Trained heads: its model has its own shape
@@ -198,6 +208,24 @@ def _module_controls(settings: Settings, shown: set[str], common: dict) -> None:
         sb.selectbox("device", devices.available_devices(), key="w_device", **common)
     if "dtype" in shown:
         sb.selectbox("dtype", devices.available_dtypes(settings.device), key="w_dtype", **common)
+    if "positions" in shown:
+        sb.selectbox(
+            "positions",
+            POSITION_KINDS,
+            format_func=POSITION_LABELS.get,
+            key="w_positions",
+            help="Drawn beside the module in its Positions views; the module itself stays Listing 3.5.",
+            **common,
+        )
+    if "rope_base" in shown and settings.positions == "rope":
+        sb.select_slider(
+            "rope_base",
+            cfg.ROPE_BASES,
+            format_func="{:,}".format,
+            key="w_rope_base",
+            help="RoPE's θ base: pair k turns by position × base^(−2k/head_dim).",
+            **common,
+        )
 
 
 def settings_sidebar(fields: Iterable[str] = ALL_FIELDS) -> Settings:

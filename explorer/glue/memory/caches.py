@@ -30,8 +30,9 @@ from explorer.glue.memory.byte_caches import (  # noqa: F401 - the byte caches' 
 from explorer.glue.state import settings as cfg
 from explorer.glue.state.settings import Settings
 from explorer.glue.state.url import notice
-from explorer.views import attention_explorer
+from explorer.views import attention_explorer, explorer_positions
 from mha_core.runs import forward as runs
+from mha_core.runs import token_order
 
 _REGISTRY = REGISTRY  # every byte cache (tests read it here)
 
@@ -125,6 +126,30 @@ def cached_view(settings: Settings, section: str, batch_index: int, enlarge: int
     """What the explorer draws for one section and presentation, from the cached run; the figures are built once."""
     return attention_explorer.build_view(
         explorer_run(settings), section=section, batch_index=batch_index, enlarge=enlarge, presenter=presenter
+    )
+
+
+@gated("explorer")
+@byte_cached(max_bytes=16 * MB, max_entries=32, ttl_s=1800, spinner="Scoring with positions…")
+def positions_view(settings: Settings, shuffle: int, presenter: bool):
+    """The Explorer's Positions section for the settings' position knob and shuffle: the module's scores without
+    and with the kind (at most ``token_order.MAX_POSITION_TOKENS`` tokens of batch element 0), figures built once."""
+    kind, head_dim = settings.positions, settings.head_dim
+    refused = ""
+    run = None
+    if not token_order.rope_fits(kind, head_dim):
+        refused = (
+            f"RoPE turns pairs of dimensions, and this module's head_dim is {head_dim}: its queries have no pair to "
+            "turn. Choose an even head_dim in the sidebar (num_heads × head_dim, for example 4 × 16); the figures "
+            "below use head_dim 16."
+        )
+    else:
+        module, x, labels = module_and_input(settings)
+        run = token_order.run_positions(
+            module, x, labels, kind=kind, rope_base=settings.rope_base, seed=settings.seed, shuffle=shuffle
+        )
+    return explorer_positions.build_positions_view(
+        run, kind=kind, head_dim=head_dim, rope_base=settings.rope_base, presenter=presenter, refused=refused
     )
 
 

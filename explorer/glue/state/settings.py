@@ -17,6 +17,7 @@ from explorer.glue.state.strict import INT_PATTERN, LONG_INT_PATTERN
 from explorer.glue.state.trained_link import format_trained_spec, parse_trained_spec
 from mha_core import devices
 from mha_core.attention.inputs import BOOK_TEXT, tokenize
+from mha_core.attention.positions import POSITION_KINDS
 from mha_core.runs.forward import INPUT_KINDS, InputSpec, ModuleSpec
 from mha_core.runs.profiling import attention_cells
 from mha_core.toy.tasks import TASKS
@@ -61,6 +62,8 @@ class Settings:
     trained: str = ""  # a trained layer (a trained_link spec) instead of seeded random weights
     model: str = ""  # a real GPT's layer instead: "own" (the shipped model) or "gpt2"; "" for none
     layer: int = 0  # which block of that model (read from a URL only together with ?model=)
+    positions: str = "none"  # the position knob (POSITION_KINDS): drawn beside the module, which stays Listing 3.5
+    rope_base: int = 10_000  # RoPE's θ base, one of ROPE_BASES
 
     @property
     def head_dim(self) -> int:
@@ -72,6 +75,10 @@ class Settings:
     def input_spec(self) -> InputSpec:
         return self._spec(InputSpec, kind=self.input)
 
+    def position_knob(self) -> dict[str, object]:
+        """The position knob's settings: they change what the Positions views draw, never the module's output."""
+        return {"positions": self.positions, "rope_base": self.rope_base}
+
     def _spec(self, spec_class, **renamed):
         """A spec whose every field is this setting of the same name (or given in ``renamed``): listed once."""
         own = {f.name: getattr(self, f.name) for f in fields(spec_class) if f.name not in renamed}
@@ -79,7 +86,9 @@ class Settings:
 
     def is_book_example(self) -> bool:
         """True when the output must equal the book's printed numbers (any batch size or device)."""
-        book = replace(DEFAULTS, device=self.device, dtype=self.dtype, batch_size=self.batch_size)
+        book = replace(
+            DEFAULTS, device=self.device, dtype=self.dtype, batch_size=self.batch_size, **self.position_knob()
+        )
         return replace(self, train=False) == book and self.dtype in ("float32", "float64")
 
 
@@ -98,6 +107,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "layer": (0, 47),  # the model's own layer count clamps it further (real_fit)
 }
 REAL_MODELS = ("own", "gpt2")
+ROPE_BASES = (100, 1_000, 10_000, 100_000, 1_000_000)  # RoPE's θ base: 10,000 is RoFormer's, 500,000 Llama 3's
 KNOWN_DEVICES = ("cpu", "cuda", "mps")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
@@ -162,6 +172,11 @@ def parse_query(params: Mapping[str, object], base: Settings = DEFAULTS) -> tupl
             parsed = _parse_choice(name, raw, KNOWN_DEVICES, notices)  # absent ones fall back in reconcile
         elif name == "dtype":
             parsed = _parse_choice(name, raw, list(devices.DTYPES), notices)
+        elif name == "positions":
+            parsed = _parse_choice(name, raw, POSITION_KINDS, notices)
+        elif name == "rope_base":  # a choice written as a number: 1e4, 10000.0 and -1 are not among them
+            parsed = _parse_choice(name, raw, [str(base) for base in ROPE_BASES], notices)
+            parsed = None if parsed is None else int(parsed)
         elif name == "model":  # a link that names a model wants one: anything unknown gets the shipped model
             parsed, problem = parse_choice(name, raw, "own", REAL_MODELS)
             notices += [problem] if problem else []
@@ -351,6 +366,8 @@ def to_query(settings: Settings) -> dict[str, str]:
     for name, value in asdict(settings).items():
         if name in ("trained", "model") and not value or name == "layer" and not settings.model:
             continue  # absent means seeded random weights; keep ordinary links short
+        if name in ("positions", "rope_base") and value == getattr(DEFAULTS, name):
+            continue  # absent means Listing 3.5 as printed: a link from before the knob reads the same
         if isinstance(value, bool):
             query[name] = "true" if value else "false"
         else:

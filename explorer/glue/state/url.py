@@ -18,7 +18,7 @@ from explorer.glue.state.settings import FIELD_NAMES, Settings
 from explorer.glue.state.user_text import quote
 from mha_core.gpt import knockout
 from mha_core.runs import forward as runs
-from mha_core.runs import profiling, teaching
+from mha_core.runs import profiling, teaching, token_order
 from mha_core.toy import tasks
 
 # A page's own parameters: their choices and bounds. Each lives in mha_core beside the code that accepts it; pages
@@ -30,6 +30,7 @@ MaskParams = teaching.MaskParams  # the Masks page's run request: a mask's kind 
 PRESETS = teaching.PRESETS  # the Knobs page's preset weights
 SCALE_MULTIPLIERS = runs.SCALE_MULTIPLIERS  # the Knobs page's temperature choices, as URL text
 TASKS = tasks.TASKS  # the Trained heads page's tasks: name → defaults and description
+MAX_SHUFFLE = token_order.MAX_SHUFFLE  # the Explorer's Positions section: ?shuffle=, a seeded permutation
 COST_TOKEN_CHOICES = tuple(t for t in profiling.TOKEN_STEPS if t >= profiling.CostSpec.min_tokens)  # 64 … 1024
 
 
