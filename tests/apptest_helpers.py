@@ -53,10 +53,15 @@ def run_page(path: str, timeout: float = 120, **query: str) -> AppTest:
     return open_page(path, query, timeout)
 
 
+def chart_elements(at: AppTest) -> list:
+    """The page's chart elements: every component element but the sidebar's history guard (history_guard.py)."""
+    return [element for element in at.get(ELEMENT) if element.proto.component_name.endswith("mha_chart")]
+
+
 def charts(at: AppTest) -> dict[str, dict]:
     """Figure JSON of every plotly chart, by its widget key less the "chart_" prefix (panel key)."""
     found = {}
-    for element in at.get(ELEMENT):
+    for element in chart_elements(at):
         key = key_of(element.proto).removeprefix("chart_")
         found[key] = figure_of(element.proto)
     return found
@@ -175,7 +180,7 @@ def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: b
     if not errors_expected:
         assert not at.error, f"{where}: the page shows an error: " + "; ".join(e.value for e in at.error)[:3000]
         if page_of(at) in CHART_PAGES:
-            assert at.get(ELEMENT), f"{where}: {page_of(at)} drew no chart"
+            assert chart_elements(at), f"{where}: {page_of(at)} drew no chart"
     notices = [alert.value for alert in [*at.warning, *at.error, *at.info]]
     python_words = [n for n in notices if PYTHON_WORDS.search(n)]
     assert not python_words, f"{where}: a notice in Python's words: {python_words[0][:300]!r}"
@@ -207,7 +212,7 @@ def check_page(at: AppTest, user_text: list[str], where: str, errors_expected: b
     for text in printed(at):
         if re.search(r"\bnan\b", text, re.I):
             assert announced, f"{where}: NaN printed without a notice: {text[:300]!r}"
-    for chart in at.get(ELEMENT):
+    for chart in chart_elements(at):
         figure = figure_of(chart.proto)
         bad = [s for s in strings(figure) if DANGEROUS.search(s)]
         assert not bad, f"{where}: markup in a figure: {bad[0][:300]!r}"

@@ -109,7 +109,8 @@ class Recipe:
 RECIPE = Recipe(
     context_length=256,  # a sentence of 120 characters fits twice (issue 46)
     n_layers=3,
-    steps=3200,  # phase 2, steps 1,200 to 3,200, is where the copy is learnt (issue 46)
+    steps=6200,  # phase 2, steps 1,200 to 3,200, is where the copy is learnt; phase 3 polishes it (issue 46)
+    polish_start=3200,  # 16 text windows, 16 rows of doubled sentences and 16 of three letters a step
     batch_size=8,  # 8 windows of 256: as many text tokens per step as 16 of 128
     text_repeat_rows=0,  # the doubled rows repeat English instead
     periodic_rows=4,

@@ -248,14 +248,10 @@ def test_on_repeated_english_it_never_saw_the_induction_heads_copy(shipped, reco
     assert recorded["best_previous_token_on_text"] >= 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 46 open: the shipped model (context 128) cannot yet write the copy; the retrained one replaces it",
-)
-def test_the_shipped_model_writes_the_held_out_sentences_on_its_own(shipped, record, recipe):
-    """Issue 46's bar, recomputed from the shipped files: a sentence of 120 characters fits twice, greedy decoding
-    completes >= 90% of the held-out sentences (every count as recorded: all from one teacher-forced pass, the
-    first five by decoding), and the English probe, the previous-token head and the held-out loss keep their bars."""
+def test_the_shipped_model_writes_what_its_record_says_and_keeps_its_bars(shipped, record, recipe):
+    """Issue 46's free-running measure, recomputed from the shipped files: a sentence of 120 characters fits twice;
+    every count as recorded (all from one teacher-forced pass, the first five by greedy decoding too); and the
+    English probe, the previous-token head and the held-out loss keep their bars."""
     model, tokenizer = shipped
     assert recipe.context_length >= 2 * 120 + 1
     right = writing_probe.teacher_forced_mistakes(model, tokenizer)
@@ -263,12 +259,21 @@ def test_the_shipped_model_writes_the_held_out_sentences_on_its_own(shipped, rec
     decoded = writing_probe.free_running(model, tokenizer, writing_probe.SENTENCES[:5])
     assert decoded.correct_before_mistake == right[:5]
     to_write = [len(s) - writing_probe.PREFIX for s in writing_probe.SENTENCES]
-    completed = sum(r == n for r, n in zip(right, to_write, strict=True))
-    assert completed == record["writing"]["completed"] and completed >= 0.9 * len(writing_probe.SENTENCES)
+    assert sum(r == n for r, n in zip(right, to_write, strict=True)) == record["writing"]["completed"]
     english = english_probe.score_repeats(model, tokenizer)
     assert english.best_induction >= 0.5 and english.second_copy_accuracy >= 0.98
     assert record["english_probe"]["best_previous_token_on_text"] >= 0.5
     assert record["heldout_loss"] <= 1.40
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 46 open: the shipped model completes 12 of the 50 held-out sentences on its own; the bar is 45",
+)
+def test_the_shipped_model_writes_the_held_out_sentences_on_its_own(record):
+    """Issue 46's bar: greedy decoding completes >= 90% of the held-out sentences (the count is the record's, which
+    the test above recomputes from the shipped files)."""
+    assert record["writing"]["completed"] >= 0.9 * len(writing_probe.SENTENCES)
 
 
 def test_knocking_out_the_previous_token_heads_breaks_the_copy(shipped, record):

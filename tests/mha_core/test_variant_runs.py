@@ -60,7 +60,8 @@ def test_gpt_decoding_on_the_shipped_model_matches_its_trace_and_leaves_it_untou
     computed = torch.isfinite(run.weights)
     assert (run.weights[computed] - run.full_weights[computed]).abs().max() <= 1e-5
     assert run.cached == run.seen == tuple(range(len(prompt), len(prompt) + 7))
-    assert run.cache_bytes[-1] == run.cached[-1] * 2 * 2 * model.cfg["emb_dim"] * 4  # K,V × 2 layers × E × 4 B
+    layers = model.cfg["n_layers"]
+    assert run.cache_bytes[-1] == run.cached[-1] * 2 * layers * model.cfg["emb_dim"] * 4  # K,V × layers × E × 4 B
     assert model.trf_blocks[1].att.cache_k is None
-    with pytest.raises(ValueError, match="layer 2 does not exist: this model has layers 0..1"):
-        run_gpt_decoding(model, prompt, 1, layer=2, labels_of=list)
+    with pytest.raises(ValueError, match=f"layer {layers} does not exist: this model has layers 0..{layers - 1}"):
+        run_gpt_decoding(model, prompt, 1, layer=layers, labels_of=list)

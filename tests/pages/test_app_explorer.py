@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.glue.frame.chart import ELEMENT
 from explorer.glue.state.settings import Settings, parse_query, to_query
 from mha_core.attention.book import PRINTED_OUTPUT
 from mha_core.runs import forward as runs
 
-from ..apptest_helpers import chart_places, charts, head_matrices, printed, run_page, texts
+from ..apptest_helpers import chart_elements, chart_places, charts, head_matrices, printed, run_page, texts
 
 APP = "app.py"
 
@@ -72,7 +71,7 @@ def test_only_the_open_section_is_drawn_and_sent():
     assert not reshapes & attention
     assert at.query_params["section"] in ("reshapes", ["reshapes"])  # the open section stays in the link
     at = run_page(APP, section="downloads")
-    assert not at.get(ELEMENT)
+    assert not chart_elements(at)
     assert at.get("download_button")
 
 
@@ -88,7 +87,7 @@ def test_presentation_choices_reuse_the_computed_run(monkeypatch):
     assert len(calls) == 1
     for extra in ({"presenter": "true"}, {"view_batch": "1"}, {"head": "0"}, {"section": "reshapes"}):
         at = run_page(APP, **query, **extra)
-        assert not at.exception and at.get(ELEMENT)
+        assert not at.exception and chart_elements(at)
     assert len(calls) == 1  # four presentations, one forward pass
 
 

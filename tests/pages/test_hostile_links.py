@@ -14,13 +14,12 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from explorer.glue.cached import real_models, training_runs
-from explorer.glue.frame.chart import ELEMENT
 from explorer.glue.memory import admission
 from explorer.glue.state import settings as cfg
 from explorer.glue.state import trained_link
 from mha_core.toy import tasks, tiny_model, tiny_training
 
-from ..apptest_helpers import check_page, open_page
+from ..apptest_helpers import chart_elements, check_page, open_page
 
 BIG_EVAL_LINK = "previous_token.heads16.layers2.d16.vocab2.len64.steps1.batch1.lr1e-2.seed1.cpu.layer0"
 LONG_TRAIN_LINK = "previous_token.heads16.layers1.d128.vocab256.len64.steps2000.batch256.lr1e-2.seed0.cpu.layer0"
@@ -214,7 +213,7 @@ HOSTILE_VARIANTS = [  # (query, what a notice says)
 def test_hostile_variant_links_are_clamped_with_a_notice(query, said):
     at = open_page(VARIANTS_PAGE, query)
     check_page(at, [str(v) for v in query.values()], f"{VARIANTS_PAGE}?{query}")
-    assert at.get(ELEMENT), f"{query}: no chart"
+    assert chart_elements(at), f"{query}: no chart"
     assert any(said in alert.value for alert in at.warning), [alert.value for alert in at.warning]
 
 
@@ -240,7 +239,7 @@ def test_hostile_real_model_links_are_clamped_with_a_notice(page, query, said, p
     monkeypatch.setenv("MHA_GPT2_DIR", str(tmp_path))
     at = open_page(page, query | {"head": "<b>9</b>"})
     check_page(at, [str(v) for v in query.values()], f"{page}?{query}")
-    assert at.get(ELEMENT), f"{page}?{query}: no chart"
+    assert chart_elements(at), f"{page}?{query}: no chart"
     shown = " ".join(alert.value for alert in [*at.warning, *at.info])
     assert (said in shown) == (page in pages), f"{page}?{query}: {shown[:500]}"
     settings = at.session_state.settings

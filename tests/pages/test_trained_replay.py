@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from explorer.glue.cached import training_runs
-from explorer.glue.frame.chart import ELEMENT, figure_of, key_of
+from explorer.glue.frame.chart import figure_of, key_of
 from mha_core.toy import tiny_training
 
-from ..apptest_helpers import run_page
+from ..apptest_helpers import chart_elements, run_page
 
 PAGE = "pages/5_Trained_heads.py"
 
@@ -36,7 +36,7 @@ def train_calls(monkeypatch):
 def _replay_charts(at) -> dict[str, list[dict]]:
     """The replay's charts, by name (loss, accuracy), in the order drawn."""
     found: dict[str, list[dict]] = {"loss": [], "accuracy": []}
-    for element in at.get(ELEMENT):
+    for element in chart_elements(at):
         key = key_of(element.proto)
         if key.startswith("replay_"):
             found[key.split("_")[1]].append(figure_of(element.proto))
