@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from mha_core.gpt.writing_probe import PREFIX as PROBE_PREFIX
+
 from . import figures
 from .figures.panel import Panel
 from .figures.style import escape_label, escape_markdown
@@ -67,7 +69,31 @@ def recipe_line(record: dict) -> str:
             f"{letters}, a stretch repeated (only a match on several characters finds the copy), the documentation "
             f"windows{f', and {rest}' if rest else ''}."
         )
+    polish = _count(recipe, "polish_start")
+    if polish and polish < steps:
+        said += (
+            f" From step {polish:,} to the end: {_count(recipe, 'polish_text_rows')} documentation windows, "
+            f"{_count(recipe, 'polish_doubled_rows')} rows of {ROW_KINDS['doubled_rows']} and "
+            f"{_count(recipe, 'polish_alphabet_rows')} rows of random strings over {_count(recipe, 'alphabet_to')} "
+            "letters, each kind weighed the same."
+        )
     return said
+
+
+def writing_line(record: dict) -> str:
+    """What the model writes on its own, from the record's free-running probe (``writing_probe``); "" without it."""
+    writing = record.get("writing")
+    if not isinstance(writing, dict) or not isinstance(writing.get("sentences"), int):
+        return ""
+    to_write = writing.get("to_write") or []
+    shortest, longest = min(to_write, default=0) + PROBE_PREFIX, max(to_write, default=0) + PROBE_PREFIX
+    return (
+        f"Writing on its own (greedy, each next character its own guess), given a sentence it never saw, a space and "
+        f"the first {PROBE_PREFIX} characters of the sentence again, it finishes the copy exactly for "
+        f"**{writing['completed']} of {writing['sentences']}** sentences of {shortest}–{longest} characters; the "
+        f"median is **{writing['median_before_mistake']:g}** characters before its first mistake, and one mistake "
+        "sends the rest astray (the copy is then read from the wrong place)."
+    )
 
 
 def probe_lines(record: dict) -> list[str]:
@@ -140,7 +166,7 @@ def about_lines(name: str, record: dict, facts) -> list[str]:
             f"against **{unigram:.2f}** for a unigram model on the same bytes (the same guess at every position, "
             "from byte counts alone): the difference is what context buys."
         )
-    return lines + probe_lines(record)
+    return lines + probe_lines(record) + [line for line in [writing_line(record)] if line]
 
 
 # --- the phase change (item 4): the training curve, and the saved checkpoints' scores -------------------------------

@@ -157,7 +157,7 @@ def test_a_long_sentence_is_capped_with_a_notice(tiny):
     long_text = "the for loop and the while loop " * 40
     at = open_page(PAGE, {"text": long_text})
     check_page(at, [], PAGE)
-    cap = min(real_models.PAGE_TOKEN_CAP, tiny[0].cfg["context_length"])
+    cap = min(real_models.PAGE_TOKEN_CAP["own"], tiny[0].cfg["context_length"])
     cut = [w.value for w in at.warning if "tokens long" in w.value]
     assert len(cut) == 1 and f"reads the first {cap}" in cut[0], cut  # one warning, not two
     assert head_matrices(charts(at)["model_view"])[0].shape == (cap, cap)

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import re
+import statistics
 
 import pytest
 import torch
 
 from explorer.views import real_record
-from mha_core.gpt import english_probe
+from mha_core.gpt import english_probe, writing_probe
 from mha_core.gpt import training as gpt_training
 
 
@@ -94,3 +95,25 @@ def test_saved_checkpoints_are_drawn_against_the_step(record):
     copy = {t["name"]: list(t["y"]) for t in panels[2].figure.to_dict()["data"]}
     assert copy["second copy (the copy)"] == pytest.approx([p["english_copy_loss"] for p in points])
     assert "from 0.05 at step 100 to 0.40 at step 800" in said and "from 2.75 to 1.00 nats per byte" in said
+
+
+def test_the_writing_line_says_what_the_record_measured(record):
+    """Issue 46: the page says exactly what the model writes on its own, each number recounted from the record."""
+    writing = record["writing"]
+    to_write = writing["to_write"]
+    completed = sum(r == n for r, n in zip(writing["correct_before_mistake"], to_write, strict=True))
+    line = real_record.writing_line(record)
+    assert f"**{completed} of {len(to_write)}**" in line
+    assert f"{min(to_write) + writing_probe.PREFIX}–{max(to_write) + writing_probe.PREFIX} characters" in line
+    assert f"**{statistics.median(writing['correct_before_mistake']):g}** characters" in line
+    assert line in real_record.about_lines("own", record, _facts())
+    assert real_record.writing_line({}) == "" and real_record.writing_line({"writing": None}) == ""
+
+
+def test_the_recipe_line_names_the_polish_phase_from_the_record(record):
+    recipe = record["recipe"]
+    line = real_record.recipe_line(record)
+    polish = f"From step {recipe['polish_start']:,} to the end: {recipe['polish_text_rows']} documentation windows"
+    assert (polish in line) == bool(recipe.get("polish_start"))
+    without = record | {"recipe": recipe | {"polish_start": 0}}
+    assert "to the end" not in real_record.recipe_line(without)

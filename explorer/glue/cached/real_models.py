@@ -31,13 +31,14 @@ from mha_core.gpt import model as gpt
 from mha_core.gpt import model_heads
 
 LABELS = {"own": "the shipped model", "gpt2": "GPT-2 (124M)"}
-TOKEN_CAP = {"own": 128, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
+TOKEN_CAP = {"own": 256, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
 CAP_REASON = {
     "own": "all it reads",
     "gpt2": "GPT-2 reads 1,024, but 12 heads × 1,024² weights would not fit this server's memory",
 }
 DEFAULT_TEXT = "The for statement iterates over the items of a list."  # 51 bytes: its repeat fits in 128
-PAGE_TOKEN_CAP = 128  # the Real heads page: the shipped model's context; every layer × head at one cell per token
+PAGE_TOKEN_CAP = {"own": 256, "gpt2": 128}  # the Real heads page: the shipped model's whole context (a sentence
+# of 120 characters typed twice); GPT-2's 12 × 12 heads at one cell per token stay at 128
 GPT2_FETCH_MB = 548
 DOWNLOAD_BYTES = 16 * 2**20  # streamed to disk: a read buffer and a file handle
 MB = 2**20
@@ -279,7 +280,7 @@ def token_cap(name: str) -> int:
 
 def page_cap(name: str) -> int:
     """Tokens of the sentence the Real heads page reads: PAGE_TOKEN_CAP, or fewer where the model reads fewer."""
-    return min(PAGE_TOKEN_CAP, model_and_tokenizer(name)[0].cfg["context_length"])
+    return min(PAGE_TOKEN_CAP[name], model_and_tokenizer(name)[0].cfg["context_length"])
 
 
 def token_ids(name: str, text: str) -> list[int]:
