@@ -167,7 +167,7 @@ def draw_positions(settings, shuffle: int, presenter: bool) -> None:
     view = caches.positions_view(settings, shuffle, presenter)
     for sentence in view.sentences:
         st.markdown(sentence)
-    shuffle_column, back_column, _ = st.columns([2, 2, 5])
+    shuffle_column, back_column, _ = st.columns([3, 3, 3])  # room for the labels at presenter type
     shuffle_column.button("Shuffle the tokens", key="shuffle_tokens", on_click=_shuffle, args=(1,), width="stretch")
     back_column.button(
         "Their own order", key="unshuffle_tokens", on_click=_shuffle, args=(0,), disabled=not shuffle, width="stretch"

@@ -228,10 +228,14 @@ MINUS_INFINITY_JS = """
 """
 
 
-@pytest.mark.parametrize(("size", "shown"), [((1280, 720), 0), ((1920, 1080), 30)], ids=["1280x720", "1920x1080"])
+SIZES = [((1280, 720), 0), ((1920, 1080), 0), ((2560, 1440), 30)]
+
+
+@pytest.mark.parametrize(("size", "shown"), SIZES, ids=["1280x720", "1920x1080", "2560x1440"])
 def test_step_6_prints_minus_infinity_inside_its_masked_cells_on_the_stage(browser, app_url, size, shown):
-    """The stage prints "−∞" in the 30 grey cells together with the values (before: blank grey at 1080p); at 720p
-    the cells (37 px) are too small for the values, and neither is printed, so nothing spills."""
+    """The stage prints "−∞" in the 30 grey cells together with the values, at the page's body type (27 px in
+    presenter mode): on a 1440p stage the cells (about 90 px) hold "-0.26"; at 720p (37 px) and 1080p (67 px) they
+    do not, and neither is printed, so nothing spills and nothing is smaller than the text around it."""
     context = browser.new_context(viewport={"width": size[0], "height": size[1]}, device_scale_factor=1)
     page = context.new_page()
     try:

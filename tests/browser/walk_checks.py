@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlsplit
 
-from explorer.glue.frame.sidebar import INPUT_LABELS, PAGES
+from explorer.glue.frame.sidebar import INPUT_LABELS, PAGES, POSITION_LABELS
 from explorer.glue.state import settings as cfg
 from explorer.glue.state.url import widget_values
 
@@ -68,6 +68,10 @@ def shown_value(name: str, value: object) -> object:
     """How the sidebar shows a setting's value (a select box shows a label, a float slider its number)."""
     if name == "input":
         return INPUT_LABELS[value]
+    if name == "positions":
+        return POSITION_LABELS[value]
+    if name == "rope_base":
+        return f"{value:,}"
     if isinstance(value, bool):
         return value
     if isinstance(value, float):

@@ -17,6 +17,7 @@ from explorer.glue.cached import real_models, training_runs
 from explorer.glue.memory import admission
 from explorer.glue.state import settings as cfg
 from explorer.glue.state import trained_link
+from mha_core.gpt import training as gpt_training
 from mha_core.toy import tasks, tiny_model, tiny_training
 
 from ..apptest_helpers import chart_elements, check_page, open_page
@@ -250,7 +251,8 @@ def test_real_heads_says_what_it_changed_in_a_head_link():
     at = open_page("pages/8_Real_heads.py", {"model": "own", "layer": "5", "head": "77"})
     check_page(at, [], "Real heads?layer=5&head=77")
     warnings = [w.value for w in at.warning]
-    assert "layer=5 does not exist in the shipped model (layers 0–1); using 1." in warnings, warnings
+    last = gpt_training.load_record()["config"]["n_layers"] - 1
+    assert f"layer=5 does not exist in the shipped model (layers 0–{last}); using {last}." in warnings, warnings
     assert "head=`77` is outside 0–3; using 3." in warnings, warnings
     assert at.selectbox(key="w_rh_head").value == "L1 H3"  # the link's head, clamped, is the one offered to open
 
