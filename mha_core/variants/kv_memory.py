@@ -219,10 +219,13 @@ PRESETS: dict[str, CacheConfig] = {
         name="Gemma 3 27B (window)", n_layers=62, n_heads=32, head_dim=128, n_kv_heads=16, latent_dim=512,
         window=1024, pattern=(5, 1), context_length=131072, own="SWA", what_if=("latent_dim",),
         **_cite(
-            "google/gemma-3-27b-pt config.json, text_config",
+            "google/gemma-3-27b-pt config.json with transformers' Gemma3TextConfig defaults",
             {"num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
              "sliding_window": 1024, "sliding_window_pattern": 6, "max_position_embeddings": 131072,
              "torch_dtype": "bfloat16"},
+            "The file's text_config holds the layers, heads, head_dim and sliding_window, its top level torch_dtype; "
+            "sliding_window_pattern and max_position_embeddings are not in the file: they are Gemma3TextConfig's "
+            "defaults (transformers configuration_gemma3.py), which loading the file fills in. "
             "GQA with a 1,024-token window on 5 of every 6 layers: its SWA line keeps the 16 K/V heads, and its "
             "full layers keep every token.",
         ),

@@ -178,6 +178,13 @@ def test_gemmas_window_sits_on_its_own_kv_heads_and_its_full_layers_keep_every_t
     assert gemma.bytes_of("SWA", 131072) == by_hand
 
 
+def test_gemmas_source_names_the_fields_its_file_leaves_to_transformers_defaults():
+    """gemma-3-27b's config.json has no sliding_window_pattern or max_position_embeddings: Gemma3TextConfig's."""
+    gemma = PRESETS["Gemma 3 27B (window)"]
+    assert "Gemma3TextConfig" in gemma.config_file
+    assert "sliding_window_pattern and max_position_embeddings are not in the file" in gemma.source
+
+
 def test_the_docs_cite_every_presets_config_fields():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "attention_variants.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in doc.splitlines() if line.startswith("| ")}
