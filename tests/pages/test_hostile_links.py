@@ -254,7 +254,7 @@ def test_real_heads_says_what_it_changed_in_a_head_link():
     last = gpt_training.load_record()["config"]["n_layers"] - 1
     assert f"layer=5 does not exist in the shipped model (layers 0–{last}); using {last}." in warnings, warnings
     assert "head=`77` is outside 0–3; using 3." in warnings, warnings
-    assert at.selectbox(key="w_rh_head").value == "L1 H3"  # the link's head, clamped, is the one offered to open
+    assert at.selectbox(key="w_rh_head").value == f"L{last} H3"  # the link's head, clamped, is the one offered to open
 
 
 def test_a_real_model_link_survives_its_rerun_and_a_page_switch():

@@ -37,8 +37,7 @@ CAP_REASON = {
     "gpt2": "GPT-2 reads 1,024, but 12 heads × 1,024² weights would not fit this server's memory",
 }
 DEFAULT_TEXT = "The for statement iterates over the items of a list."  # 51 bytes: its repeat fits in 128
-PAGE_TOKEN_CAP = {"own": 256, "gpt2": 128}  # the Real heads page: the shipped model's whole context (a sentence
-# of 120 characters typed twice); GPT-2's 12 × 12 heads at one cell per token stay at 128
+PAGE_TOKEN_CAP = {"own": 256, "gpt2": 128}  # Real heads: all the shipped model reads (120 characters twice); GPT-2 128
 GPT2_FETCH_MB = 548
 DOWNLOAD_BYTES = 16 * 2**20  # streamed to disk: a read buffer and a file handle
 MB = 2**20
