@@ -94,6 +94,7 @@ def _score_pair(run: PositionsRun, name: str, presenter: bool) -> tuple[Panel, P
                 figure_title=f"{'scores' if name == 'logits' else 'weights'} {words}",
                 kind=kind,
                 presenter=presenter,
+                width_px=figures.half_figure_px(presenter),  # two side by side
                 **scale,
             )
         )
@@ -124,6 +125,7 @@ def _features_pair(run: PositionsRun, name: str, presenter: bool) -> tuple[Panel
             presenter=presenter,
             row_title="token",
             col_title="dim",
+            width_px=figures.half_figure_px(presenter),  # two side by side
         )
         panels.append(Panel(f"positions_{name}_{side}", title, text, figure))
     return panels[0], panels[1]

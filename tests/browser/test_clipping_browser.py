@@ -73,3 +73,20 @@ def test_each_step_fits_a_720p_projector_with_its_words(browser, app_url):
     finally:
         context.close()
     assert not problems, "\n".join(problems)
+
+
+POSITION_LINKS = ["positions=alibi&num_heads=4&head_dim=4", "positions=rope&num_heads=2&head_dim=8&shuffle=1"]
+
+
+@pytest.mark.parametrize("query", POSITION_LINKS, ids=["alibi", "rope"])
+def test_the_position_knobs_side_by_side_figures_keep_their_labels_apart(browser, app_url, query):
+    """The Positions tab draws each pair without | with in half the column: at 4 heads the panels once ran their
+    titles and token labels together ("head 0head 1head 2head 3")."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        open_page(page, app_url, "", f"{query}&section=positions")
+        problems = page_problems(page, f"explorer {query}")
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)

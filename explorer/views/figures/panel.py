@@ -14,6 +14,7 @@ import torch
 from mha_core.attention.listing import listing_statement
 from mha_core.attention.modules import Trace
 
+from .heatmap_layout import FULL_FIGURE_PX
 from .heatmaps import heads_heatmap
 
 
@@ -83,8 +84,10 @@ def token_heads_panel(
     presenter: bool,
     zmin: float | None = None,
     zmax: float | None = None,
+    width_px: int = FULL_FIGURE_PX,
 ) -> Panel:
-    """(h, T, T) values of one sequence, one heatmap per head, tokens on both axes: how every page draws them."""
+    """(h, T, T) values of one sequence, one heatmap per head, tokens on both axes: how every page draws them
+    (``width_px``: the column it is drawn in, half of it where two go side by side)."""
     return Panel(
         key,
         title,
@@ -99,5 +102,6 @@ def token_heads_panel(
             zmin=zmin,
             zmax=zmax,
             presenter=presenter,
+            width_px=width_px,
         ),
     )
