@@ -139,21 +139,9 @@ def draw_attention(panels) -> None:
     pair = [p for p in panels if p.key in ("mask_buffer", "mask")]
     for panel in panels:
         if panel.key == "mask_buffer" and len(pair) == 2:
-            draw_pair(pair)
+            boundary.show_pair(pair)
         elif panel.key not in ("mask_buffer", "mask") or len(pair) != 2:
             boundary.show_figure(panel)
-
-
-def draw_pair(pair) -> None:
-    for row in ("title", "figure", "caption"):
-        for column, panel in zip(st.columns(2), pair, strict=True):
-            with column:
-                if row == "title":
-                    st.markdown(f"**{panel.title}**")
-                elif row == "figure":
-                    boundary.show_figure(panel, bare=True)
-                else:
-                    st.caption(panel.caption)
 
 
 def _shuffle(step: int) -> None:
@@ -175,7 +163,7 @@ def draw_positions(settings, shuffle: int, presenter: bool) -> None:
     if view.shuffle_sentence:
         st.markdown(view.shuffle_sentence)
     for pair in view.pairs:
-        draw_pair(pair)
+        boundary.show_pair(pair)
     for panel in view.panels:
         boundary.show_figure(panel)
 

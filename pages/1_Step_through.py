@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException, StreamlitPageNotFoundError
 
 from explorer.glue.cached import teaching_runs
-from explorer.glue.frame import boundary, sidebar
+from explorer.glue.frame import boundary, code_css, sidebar
 from explorer.glue.memory import caches
 from explorer.glue.state import trained_link, url
 from explorer.views.step_notes import PREVIOUS_TOKEN_LINK
@@ -19,7 +19,7 @@ from explorer.views.step_through_steps import STEP_COUNT, STEPS
 st.set_page_config(page_title="Step through · Multi-Head Attention Explorer", page_icon="🪜", layout="wide")
 
 # Constants, nothing from the user. The listing wraps its long lines instead of being cut, at a readable size, each
-# under its own indentation (boundary.hanging_indent_css).
+# under its own indentation (code_css.hanging_indent_css).
 LISTING_CSS = """<style>
   .st-key-step_listing pre code { font-size: 0.9rem; }
   .st-key-step_listing pre { overflow-x: auto; }
@@ -73,7 +73,7 @@ def presenter_step(view) -> None:
         st.markdown(view.sentences[0])
         with st.container(key="step_code"):
             st.html(PRESENTER_CODE_CSS)
-            st.html(boundary.hanging_indent_css("step_code", view.code, line_numbers=False))
+            st.html(code_css.hanging_indent_css("step_code", view.code, line_numbers=False))
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences[1:]:
             st.markdown(sentence)
@@ -89,8 +89,8 @@ def classroom_step(view, trained: bool = False) -> None:
         listing_col, step_col = st.columns([4, 7], gap="medium")  # the step's figures keep the room (issue 11, 3)
     with listing_col, st.container(key="step_listing"):
         st.html(LISTING_CSS)
-        st.html(boundary.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))
-        st.html(boundary.lit_lines_css("step_listing", view.listing))
+        st.html(code_css.hanging_indent_css("step_listing", view.listing, line_numbers=True, marker=1))
+        st.html(code_css.lit_lines_css("step_listing", view.listing))
         st.caption(f"Listing 3.5 · this step is {lines}, in colour")
         st.code(view.listing, language="python", line_numbers=True, wrap_lines=True)  # Python: breaks between names
     with step_col:
@@ -98,7 +98,7 @@ def classroom_step(view, trained: bool = False) -> None:
         st.markdown(f"**Shape:** `{shape_text(view)}`")
         st.markdown(f"**Listing 3.5, {lines}:**")
         with st.container(key="step_code"):
-            st.html(boundary.hanging_indent_css("step_code", view.code, line_numbers=False))
+            st.html(code_css.hanging_indent_css("step_code", view.code, line_numbers=False))
             st.code(view.code, language="python", wrap_lines=True)
         for sentence in view.sentences:
             st.markdown(sentence)
@@ -127,15 +127,7 @@ def positions_beside(settings, presenter: bool) -> None:
     for sentence in view.sentences:
         st.markdown(sentence)
     for pair in view.pairs[:1]:
-        for row in ("title", "figure", "caption"):
-            for column, panel in zip(st.columns(2), pair, strict=True):
-                with column:
-                    if row == "title":
-                        st.markdown(f"**{panel.title}**")
-                    elif row == "figure":
-                        boundary.show_figure(panel, bare=True)
-                    else:
-                        st.caption(panel.caption)
+        boundary.show_pair(pair)
 
 
 def main() -> None:

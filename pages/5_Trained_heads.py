@@ -14,7 +14,7 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from explorer.glue.cached import training_runs as training_cache
-from explorer.glue.frame import boundary, sidebar
+from explorer.glue.frame import boundary, code_css, sidebar
 from explorer.glue.state import settings as cfg
 from explorer.glue.state import trained_link, url
 from explorer.glue.state.url import TASKS
@@ -264,7 +264,7 @@ def show_explorer_link(result) -> None:
         f"= (1, {result.config.seq_len}, {result.config.d_model}). The link carries `trained=` this spec:"
     )
     with st.container(key="trained_spec"):  # one long token, no name inside: it may break anywhere, never be cut
-        st.html(f"<style>{boundary.BREAK_ANYWHERE_CSS.format(key='trained_spec')}</style>")
+        st.html(f"<style>{code_css.BREAK_ANYWHERE_CSS.format(key='trained_spec')}</style>")
         st.code(spec, language=None, wrap_lines=True)
 
 

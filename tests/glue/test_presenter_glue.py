@@ -6,7 +6,8 @@ import re
 
 import pandas as pd
 
-from explorer.glue.frame.boundary import HANGING, HANGING_SHARE, MOST_HANGING, formatted_cells, hanging_indent_css
+from explorer.glue.frame.boundary import formatted_cells
+from explorer.glue.frame.code_css import HANGING, HANGING_SHARE, MOST_HANGING, hanging_indent_css
 
 
 def widths(css: str) -> dict[int, int]:
@@ -53,7 +54,7 @@ def test_wrapped_code_breaks_at_spaces_and_punctuation_never_inside_a_name():
 
 def test_the_listings_marked_lines_are_tinted_by_position():
     """The listing is highlighted as Python (its tokens give the break points), so the step's lines are tinted here."""
-    from explorer.glue.frame.boundary import lit_lines_css
+    from explorer.glue.frame.code_css import lit_lines_css
 
     css = lit_lines_css("step_listing", "  a = 1\n+ b = 2\n  c\n+ d")
     assert [int(n) for n in re.findall(r"nth-child\((\d+)\)", css)] == [2, 4]

@@ -60,6 +60,20 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
 
 # A page with a stage (presenter mode's main figure) gives the figure the screen's width: Streamlit's side padding of
 # 5rem (110 px a side at presenter type) shrinks to 1.5rem. At 1280 × 720 the Explorer's two heads were 155 px each.
+def show_pair(pair) -> None:
+    """Two panels side by side (without | with), titles, figures and captions each in one row, so the figures start
+    level whatever their titles' lengths."""
+    for row in ("title", "figure", "caption"):
+        for column, panel in zip(st.columns(2), pair, strict=True):
+            with column:
+                if row == "title":
+                    st.markdown(f"**{panel.title}**")
+                elif row == "figure":
+                    show_figure(panel, bare=True)
+                else:
+                    st.caption(panel.caption)
+
+
 STAGE_CSS = (
     "<style>.block-container, [data-testid='stMainBlockContainer'] "
     "{ padding-left: 1.5rem !important; padding-right: 1.5rem !important; }</style>"
@@ -222,54 +236,6 @@ def formatted_cells(data, formats: dict[str, str]):
     if isinstance(data, list):
         return [{column: cell(column, v) for column, v in row.items()} for row in data]
     return data.apply(lambda series: series.map(lambda v: cell(series.name, v)))  # a DataFrame, same index
-
-
-# A code box holding one long token that is no name (a ?trained= spec): it wraps anywhere rather than scroll.
-BREAK_ANYWHERE_CSS = (
-    ".st-key-{key} pre code, .st-key-{key} pre code span {{ overflow-wrap: anywhere !important; "
-    "word-break: break-all !important; }}"
-)
-HANGING = 4  # a wrapped line continues this many characters right of where its own text starts,
-MOST_HANGING = 12  # but never further right than this: in a narrow column deep lines keep room for their words
-HANGING_SHARE = 20  # nor than this share of the box (%): a presenter column 287 px wide kept 167 px and cut a name
-
-
-def hanging_indent_css(key: str, code: str, *, line_numbers: bool, marker: int = 0) -> str:
-    """CSS for st.code(..., wrap_lines=True) inside the container ``key``: each line's continuation starts under its
-    own indentation plus HANGING (at most MOST_HANGING), so wrapped Python keeps its shape (pre-wrap alone restarts it
-    at column 0). A line breaks at spaces and after punctuation (a zero-width space after each of Python's
-    punctuation tokens, drawn by CSS, so nothing is added to the text that is copied): never inside a name or a
-    number, and a projector need not scroll (breaking at spaces only made 8 of 12 presenter steps at 1280 × 720
-    scroll; breaking inside words cut `cont|iguous()`). The code must be highlighted as Python, which makes the tokens.
-
-    ``marker``: characters before the indentation (1 for a diff's +/- column). One rule per line, by position: the
-    code is the book's listing, a constant.
-    """
-    line = f".st-key-{key} code > span:nth-child({{}})" + (" > span:last-child" if line_numbers else "")
-    rules = [
-        f".st-key-{key} code > span"
-        + (" > span:last-child" if line_numbers else "")
-        + f" {{ display: block; padding-left: {HANGING}ch; text-indent: -{HANGING}ch; overflow-wrap: normal; }}",
-        f'.st-key-{key} code .token.punctuation::after {{ content: "\\200b"; }}',
-    ]
-    for number, text in enumerate(code.splitlines(), start=1):
-        indent = marker + len(text[marker:]) - len(text[marker:].lstrip(" "))
-        if indent and text.strip():
-            width = f"min({min(indent + HANGING, MOST_HANGING)}ch, {HANGING_SHARE}%)"  # a narrow box keeps room
-            rules.append(f"{line.format(number)} {{ padding-left: {width}; text-indent: calc(-1 * {width}); }}")
-    return "<style>" + "\n".join(rules) + "</style>"
-
-
-LIT_LINE = "background: rgba(66, 133, 244, 0.18); box-shadow: inset 3px 0 0 rgba(66, 133, 244, 0.9);"
-
-
-def lit_lines_css(key: str, listing: str, mark: str = "+") -> str:
-    """CSS that tints the lines of ``listing`` (in st.code(..., line_numbers=True) inside ``key``) that start with
-    ``mark``: the listing is highlighted as Python, whose tokens let a line break between names, so the diff
-    highlighting that coloured the marked lines is done here instead."""
-    lines = [n for n, text in enumerate(listing.splitlines(), start=1) if text.startswith(mark)]
-    rules = [f".st-key-{key} code > span:nth-child({n}) {{ {LIT_LINE} }}" for n in lines]
-    return "<style>" + "\n".join(rules) + "</style>"
 
 
 log = logging.getLogger("mha_explorer")
