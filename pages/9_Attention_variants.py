@@ -20,10 +20,10 @@ from explorer.views import attention_variants, attention_variants_decoding
 st.set_page_config(page_title="Attention variants · Multi-Head Attention Explorer", page_icon="🔀", layout="wide")
 
 SECTIONS = {
-    "heads": "1. Heads and the K/V heads they share",
+    "heads": "1. Shared K/V heads",
     "bytes": "2. KV-cache bytes",
-    "decode": "3. Decoding with the cache",
-    "trained": "4. On the trained GPT",
+    "decode": "3. Decoding",
+    "trained": "4. The trained GPT",
 }
 
 

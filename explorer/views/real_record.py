@@ -247,8 +247,8 @@ def phase_sentence(fall: dict | None, warmup: int) -> str:
 
 MILESTONE_SERIES = {
     "induction": {
-        "probe_induction": "best induction head, random probe",
-        "english_induction": "best induction head, held-out English typed twice",
+        "probe_induction": "random tokens repeated",
+        "english_induction": "held-out English typed twice",
     },  # fmt: skip
     "copy": {"english_first_copy_loss": "first copy", "english_copy_loss": "second copy (the copy)"},
 }
@@ -264,10 +264,11 @@ def milestone_panels(points: list[dict], fall: dict | None, presenter: bool) -> 
         if not series:
             continue
         what = "score (mean weight)" if key == "induction" else "loss (nats per byte)"
-        fig = figures.line_chart(steps, series, title=f"At each saved checkpoint: {what.split(' (')[0]}",
+        title = "Best induction head, by checkpoint" if key == "induction" else "Copy loss, by checkpoint"
+        fig = figures.line_chart(steps, series, title=title,
                                  x_title="step", y_title=what, presenter=presenter)  # fmt: skip
-        if fall:
-            _marked(fig, fall["half"], f" step {fall['half']}")
+        if fall:  # labelled low: the legend sits at the top
+            _marked(fig, fall["half"], f" step {fall['half']}", at=0.02)
         panels.append(Panel(f"milestones_{key}", what, f"the record's `milestones` · {len(steps)} checkpoints", fig))
     return panels
 
