@@ -36,7 +36,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from explorer.glue.cached import training_runs  # noqa: E402, F401
 from explorer.glue.frame import boundary  # noqa: E402, F401  (boundary sets torch's threads, as the server does)
-from explorer.glue.frame.chart import ELEMENT, figure_of  # noqa: E402
+from explorer.glue.frame.chart import ELEMENT, figure_of, is_chart  # noqa: E402
 from explorer.glue.memory import caches  # noqa: E402
 from explorer.glue.state.settings import parse_query  # noqa: E402
 from explorer.views.figures import decode_array  # noqa: E402
@@ -64,11 +64,16 @@ _BODY_SECONDS: list[float] = []
 _run_page = boundary.run_page
 
 
-def _timed_run_page(main) -> None:
-    """boundary.run_page, timed: the server's work for one rerun of the page."""
+def charts_of(at) -> list:
+    """The page's chart elements (the sidebar's history guard is a component too, and no chart)."""
+    return [element for element in at.get(ELEMENT) if is_chart(element.proto)]
+
+
+def _timed_run_page(main, **options) -> None:
+    """boundary.run_page, timed (``options`` as run_page takes them): the server's work for one rerun of the page."""
     start = time.perf_counter()
     try:
-        _run_page(main)
+        _run_page(main, **options)
     finally:
         _BODY_SECONDS.append(time.perf_counter() - start)
 
@@ -102,7 +107,7 @@ def _shown_arrays(at: AppTest) -> list[np.ndarray]:
                 for value in node:
                     walk(value)
 
-    for chart in at.get(ELEMENT):
+    for chart in charts_of(at):
         figure = figure_of(chart.proto)
         for trace in figure["data"]:
             for key in ("z", "x", "y"):
@@ -162,7 +167,7 @@ def open_page(page: str, query: dict[str, str]) -> AppTest:
     if page.endswith("5_Trained_heads.py") and not at.button(key="tr_train").disabled:  # disabled: already trained
         at.button(key="tr_train").click().run()
         for _ in range(200):  # the job trains in its own thread; the page follows it
-            if at.get(ELEMENT) and not training_runs.current_job():
+            if charts_of(at) and not training_runs.current_job():
                 break
             time.sleep(0.1)
             at.run()
@@ -170,8 +175,8 @@ def open_page(page: str, query: dict[str, str]) -> AppTest:
         at.button(key="cost_measure").click().run()
     at.run()
     errors = [e.value for e in at.error]
-    if errors or not at.get(ELEMENT):
-        raise RuntimeError(f"{page} with {query}: errors {errors}, {len(at.get(ELEMENT))} charts")
+    if errors or not charts_of(at):
+        raise RuntimeError(f"{page} with {query}: errors {errors}, {len(charts_of(at))} charts")
     return at
 
 
@@ -188,7 +193,7 @@ def measure(page: str, query: dict[str, str], repeats: int) -> dict[str, float]:
     arrays = _shown_arrays(at)
     floor = median_seconds(forward, CPU, repeats) + median_seconds(lambda: _json_of(arrays), CPU, repeats)
     miss, hit = statistics.median(misses), statistics.median(hits)
-    return {"miss": miss, "hit": hit, "floor": floor, "charts": len(at.get(ELEMENT))}
+    return {"miss": miss, "hit": hit, "floor": floor, "charts": len(charts_of(at))}
 
 
 def quiet_logs() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from explorer.glue.frame.chart import CARTESIAN_TRACES, ELEMENT, figure_of, key_of
+from explorer.glue.frame.chart import CARTESIAN_TRACES, ELEMENT, figure_of, is_chart, key_of
 from explorer.views.figures import decode_array as decode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def run_page(path: str, timeout: float = 120, **query: str) -> AppTest:
 
 def chart_elements(at: AppTest) -> list:
     """The page's chart elements: every component element but the sidebar's history guard (history_guard.py)."""
-    return [element for element in at.get(ELEMENT) if element.proto.component_name.endswith("mha_chart")]
+    return [element for element in at.get(ELEMENT) if is_chart(element.proto)]
 
 
 def charts(at: AppTest) -> dict[str, dict]:

@@ -15,13 +15,13 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from explorer.glue.cached import training_runs
-from explorer.glue.frame.chart import ELEMENT, figure_of
+from explorer.glue.frame.chart import figure_of
 from explorer.glue.state import trained_link
 from mha_core.attention.modules import MultiHeadAttention
 from mha_core.toy import tasks
 from mha_core.toy import tiny_training as training
 
-from ..apptest_helpers import run_page
+from ..apptest_helpers import chart_elements, run_page
 
 PAGE = "pages/5_Trained_heads.py"
 
@@ -55,7 +55,7 @@ def _page(**query: str) -> AppTest:
 
 
 def _figures(at: AppTest) -> list[dict]:
-    return [figure_of(chart.proto) for chart in at.get(ELEMENT)]
+    return [figure_of(chart.proto) for chart in chart_elements(at)]
 
 
 def _traces(at: AppTest, role: str) -> list[dict]:
@@ -78,7 +78,7 @@ def test_page_opens_without_exception_and_asks_for_training():
     assert at.title[0].value == "Trained heads"
     assert any("Press **Train**" in info.value for info in at.info)
     assert any(info.value == tasks.TASKS["previous_token"].description for info in at.info)
-    assert not at.get(ELEMENT)
+    assert not chart_elements(at)
     assert not at.button(key="tr_train").disabled
     assert at.button(key="tr_stop").disabled
     assert {k: at.query_params[k] for k in ("task", "heads", "layers", "steps", "layer")} == {

@@ -31,13 +31,13 @@ from mha_core.gpt import model as gpt
 from mha_core.gpt import model_heads
 
 LABELS = {"own": "the shipped model", "gpt2": "GPT-2 (124M)"}
-TOKEN_CAP = {"own": 256, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
+TOKEN_CAP = {"own": 128, "gpt2": 256}  # tokens of the sentence the explorer and Follow a token show
 CAP_REASON = {
     "own": "all it reads",
     "gpt2": "GPT-2 reads 1,024, but 12 heads × 1,024² weights would not fit this server's memory",
 }
 DEFAULT_TEXT = "The for statement iterates over the items of a list."  # 51 bytes: its repeat fits in 128
-PAGE_TOKEN_CAP = {"own": 256, "gpt2": 128}  # Real heads: all the shipped model reads (120 characters twice); GPT-2 128
+PAGE_TOKEN_CAP = {"own": 128, "gpt2": 128}  # Real heads; 256 for the own model peaked 451 MB on a 450 MB morning
 GPT2_FETCH_MB = 548
 DOWNLOAD_BYTES = 16 * 2**20  # streamed to disk: a read buffer and a file handle
 MB = 2**20

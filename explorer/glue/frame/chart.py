@@ -83,7 +83,8 @@ def chart_js() -> str:
     return CHART_JS.replace(src, f'const PLOTLY_SRC = "app/static/{plotly_js_name()}";')
 
 
-_chart = st.components.v2.component("mha_chart", js=chart_js(), isolate_styles=False)
+COMPONENT = "mha_chart"  # its name; other components (the sidebar's history guard) are no charts
+_chart = st.components.v2.component(COMPONENT, js=chart_js(), isolate_styles=False)
 
 
 def serve_plotly_js(static: Path = APP_STATIC) -> Path:
@@ -150,6 +151,11 @@ def figure_json(figure) -> str:
 
 
 ELEMENT = "bidi_component"  # the element's name in a delta and in AppTest's tree
+
+
+def is_chart(proto) -> bool:
+    """Whether a component element's proto is a chart (its registered name ends with ``COMPONENT``)."""
+    return proto.component_name.endswith(COMPONENT)
 
 
 def figure_of(proto) -> dict:
