@@ -140,8 +140,8 @@ def test_a_widget_state_of_the_wrong_kind_gets_a_short_notice(server):
     assert any("value of the wrong kind (w_seed)" in w for w in result.warnings), result.warnings
 
 
-def _trained(seed: int) -> str:
-    return f"induction.heads8.layers2.d32.vocab16.len16.steps300.batch64.lr1e-2.seed{seed}.cpu.layer1"
+def _trained(seed: int, steps: int = 300) -> str:
+    return f"induction.heads8.layers2.d32.vocab16.len16.steps{steps}.batch64.lr1e-2.seed{seed}.cpu.layer1"
 
 
 def test_a_student_behind_another_students_trainings_is_served_next_and_sees_the_queue(server):
@@ -157,7 +157,9 @@ def test_a_student_behind_another_students_trainings_is_served_next_and_sees_the
             results[name] = session.run()
         done[name] = time.monotonic() - begin
 
-    plan = [(f"a{k}", {"trained": _trained(2000 + k)}, "10.0.0.1") for k in range(3)]
+    # a0 trains five times longer than its sister tabs: b must be in the queue before a0 ends (at 300 steps a0 once
+    # ended 0.3 s after b was asked for, before b's script reached the gate, and a1 went next by right)
+    plan = [(f"a{k}", {"trained": _trained(2000 + k, 1500 if k == 0 else 300)}, "10.0.0.1") for k in range(3)]
     plan.append(("b", dict(num_heads="16", d_out="256", num_tokens="512", input="random", seed="77"), "10.0.0.2"))
     threads = []
     for name, query, client in plan:
