@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ from mha_core.attention.modules import trace_forward
 from mha_core.gpt import curriculum, english_probe, head_scores, training_run, writing_probe
 from mha_core.gpt import data as gpt_data
 from mha_core.gpt import evaluation as gpt_eval
+from mha_core.gpt import generation as gpt_generation
 from mha_core.gpt import training as gpt_training
 from mha_core.gpt.model import GPTModel
 
@@ -274,6 +277,28 @@ def test_the_shipped_model_writes_the_held_out_sentences_on_its_own(record):
     """Issue 46's bar: greedy decoding completes >= 90% of the held-out sentences (the count is the record's, which
     the test above recomputes from the shipped files)."""
     assert record["writing"]["completed"] >= 0.9 * len(writing_probe.SENTENCES)
+
+
+def test_the_readme_screenshot_of_the_model_writing_says_what_the_model_writes(shipped):
+    """README's picture of "Continue my sentence" (bench/screenshots.py takes it): the numbers in its description,
+    recomputed with the library's generation, with every head and with layer 1's four induction heads zeroed."""
+    from bench import screenshots
+
+    model, tokenizer = shipped
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    claim = re.search(r"writes the other (\d+) exactly with every head.*?induction heads (\d+) of (\d+) match", readme)
+    assert claim, "README no longer describes the writing screenshot"
+    count, knocked_match, knocked_of = map(int, claim.groups())
+    sentence = screenshots.WRITES
+    prompt_ids = tokenizer.encode(f"{sentence} {sentence[:10]}")
+    copy = tokenizer.encode(sentence[10:])
+    assert count == knocked_of == len(copy)
+    prompt = torch.tensor([prompt_ids])
+    for heads, expected in (((), count), (tuple((1, h) for h in range(4)), knocked_match)):
+        out = gpt_generation.generate(model, prompt, count, model.cfg["context_length"], heads=heads, mode="zero")
+        written = out[0, len(prompt_ids) :].tolist()
+        assert sum(w == c for w, c in zip(written, copy, strict=True)) == expected, (heads, tokenizer.decode(written))
+    assert "&ablate=1.0,1.1,1.2,1.3" in screenshots.WRITING
 
 
 def test_knocking_out_the_previous_token_heads_breaks_the_copy(shipped, record):
