@@ -26,7 +26,7 @@ from explorer.glue.state.user_text import quote
 from explorer.views import figures
 
 server_setup.configure_process()  # once per process, before any session computes
-idle.start_watcher()  # caches cleared after 5 minutes without a visitor
+idle.start_watcher()  # caches cleared after a minute without a visitor
 
 
 def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:

@@ -2,8 +2,10 @@
 
 Streamlit's caches expire entries only when they are next used, so after a class has left the server would hold
 its views, runs and trained models until the next visitor, possibly hours later. A daemon thread watches the
-number of connected sessions; once it has been 0 for ``IDLE_CLEAR_S`` seconds (5 minutes; ``MHA_IDLE_CLEAR_S`` in
-the environment for measurements), every cache is cleared and freed memory goes back to the OS. What stays is what
+number of connected sessions; once it has been 0 for ``IDLE_CLEAR_S`` seconds (a minute, as long as Streamlit keeps a
+closed tab's session; ``MHA_IDLE_CLEAR_S`` in the environment for measurements), every cache is cleared and freed
+memory goes back to the OS. At 5 minutes a used server held its full caches and glibc's fragments through a class's
+break: 482 MB two minutes after twenty tabs closed, 410 once cleared (warm 392; docs/memory.md). What stays is what
 any visitor needs first: torch, plotly and Streamlit themselves. The next visitor rebuilds what they open, which
 costs the same as a cache miss.
 """
@@ -21,8 +23,8 @@ from streamlit import runtime
 
 from explorer.glue.memory import admission, caches
 
-IDLE_CLEAR_S = float(os.environ.get("MHA_IDLE_CLEAR_S", "300"))
-CHECK_S = min(30.0, max(1.0, IDLE_CLEAR_S / 4))
+IDLE_CLEAR_S = float(os.environ.get("MHA_IDLE_CLEAR_S", "60"))
+CHECK_S = min(15.0, max(1.0, IDLE_CLEAR_S / 4))  # the clear comes IDLE_CLEAR_S to IDLE_CLEAR_S + CHECK_S after
 
 log = logging.getLogger("mha_explorer")
 _started = threading.Lock()
