@@ -80,6 +80,20 @@ def test_at_400_mb_only_light_work_runs_and_the_gate_refuses_more_naming_the_bud
     assert budget.light_only()
 
 
+def test_a_refusal_names_the_page_and_its_bytes_once(server_mb):
+    """Before, the page's label carried its size too: "Not run: Follow a token at about 48 MB needs about 48 MB, over
+    the 29 MB one run may use within this server's 450 MB" (the 450 MB morning's notices)."""
+    server_mb(400)
+    settings = parse_query(dict(num_heads="4", d_out="256", num_tokens="512", input="random"))[0]
+    need = budget.need_bytes("follow", settings)
+    assert need > budget.job_bytes()
+    with pytest.raises(admission.OverBudgetError) as refused, caches.heavy_gate(settings, "follow"):
+        pytest.fail("ran")
+    said = str(refused.value)
+    assert said.startswith(f"Follow a token needs about {need / MB:.0f} MB, over the "), said
+    assert said.count(" MB") == 3, said  # the need, one run's share, the server's budget
+
+
 def test_a_used_server_measured_at_rest_admits_less_than_a_fresh_one(server_mb):
     """The warm baseline the gate assumes is the measured one: a server that keeps 466 MB at rest (the issue's used
     server), 40 of them in its caches, leaves less room than WARM_BYTES would."""

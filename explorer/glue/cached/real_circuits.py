@@ -58,8 +58,7 @@ def _heavy(name: str, label: str, need_bytes: int):
     """CPU-seconds of work (a forward per written token; a traced and a plain forward per knock-out) wait their turn
     in the one gate like every heavy run, sized by what they add: 30 tabs writing at once had made a bystander's
     default page take 5.6 s instead of 0.1 s, as light work running all at once."""
-    label = f"{real_models.LABELS[name]} {label} (about {need_bytes / 2**20:,.0f} MB)"
-    return admission.admit(label, need_bytes=need_bytes, heavy=True)
+    return admission.admit(f"{real_models.LABELS[name]} {label}", need_bytes=need_bytes, heavy=True)
 
 
 @caches.byte_cached(max_bytes=8 * 2**20, max_entries=32, ttl_s=1800, spinner="Knocking the heads out…")

@@ -218,8 +218,7 @@ def trained_scores() -> trained_variants.TrainedVariants:
     missing = [c for c in chosen if not _conversion_score.peek(c)[0]]
     if missing:
         need = conversion_bytes(model.cfg, count_parameters(model))
-        label = f"converting the shipped GPT to {len(missing)} variants (about {need / MB:,.0f} MB)"
-        with admission.admit(label, need_bytes=need, heavy=True):
+        with admission.admit(f"converting the shipped GPT to {len(missing)} variants", need_bytes=need, heavy=True):
             for conversion in missing:
                 _conversion_score(conversion)
     held = _trained_heldout(model.cfg["context_length"])

@@ -78,6 +78,11 @@ class Ticket:
     superseded: bool = False
 
 
+def _said(ticket: Ticket) -> str:
+    """A job as the server log names it: its label, its bytes and its tab."""
+    return f"{ticket.label}, about {ticket.need_bytes / MB:,.0f} MB ({ticket.session})"
+
+
 class Gate:
     """A fair queue in front of ``slots`` heavy jobs at once, each at most ``capacity_bytes``.
 
@@ -108,8 +113,8 @@ class Gate:
     def describe(self) -> str:
         """Who runs and who waits, for the server log when a job waits long."""
         with self._cond:
-            running = ", ".join(f"{t.label} ({t.session})" for t in self._running) or "nothing"
-            waiting = ", ".join(f"{t.label} ({t.session})" for t in self._waiting)
+            running = ", ".join(_said(t) for t in self._running) or "nothing"
+            waiting = ", ".join(_said(t) for t in self._waiting)
             return f"running {running}; waiting {waiting}"
 
     def waiting(self) -> int:

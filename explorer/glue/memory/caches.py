@@ -68,8 +68,7 @@ def heavy_gate(settings: Settings, page: str = "explorer"):
     estimate; small runs pass straight through. A waiting run gives up when its session ends; afterwards freed memory
     goes back to the OS."""
     need = budget.need_bytes(page, settings)
-    label = f"{budget.PAGE_NAMES[page]} at about {need / MB:,.0f} MB"
-    return admission.admit(label, need_bytes=need)
+    return admission.admit(budget.PAGE_NAMES[page], need_bytes=need)
 
 
 def gated(page: str = "explorer"):
@@ -218,8 +217,7 @@ def npz_download(settings: Settings):
             data = downloads.HELD.get(made[0])
             if data is None:
                 need = budget.need_bytes("npz", settings)
-                label = f"{budget.PAGE_NAMES['npz']} at about {need / MB:,.0f} MB"
-                data = downloads.make(label, need, build, expected_bytes=npz_file_bytes(settings))
+                data = downloads.make(budget.PAGE_NAMES["npz"], need, build, expected_bytes=npz_file_bytes(settings))
                 made[0] = id(data)
                 _REGISTRY.enforce_total()  # cached views make room for the held file
             return data
