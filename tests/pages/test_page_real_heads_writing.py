@@ -22,6 +22,7 @@ from .test_page_real_heads import tiny  # noqa: F401  (the tiny GPT as the shipp
 PAGE = "pages/8_Real_heads.py"
 SENTENCE = "Your journey starts with one step."
 TWICE = f"{SENTENCE} {SENTENCE[:12]}"  # the copy begun: the model should finish it
+CORPUS_SENTENCE = "A function is defined with def; return gives its value back to the caller."
 
 
 def values(trace: dict, key: str) -> list:
@@ -67,6 +68,32 @@ def test_continue_writes_with_the_heads_knocked_out_beside_every_head(tiny):  # 
         assert cells(drawn[key], "✗ differs from the copy") == min(len(copy), 10) - matched
         assert f"**{matched} of {min(len(copy), 10)}** tokens match the copy" in said
     assert "Without L0 H1, L1 H3:" in said
+
+
+def test_the_model_writes_after_all_it_reads_though_the_page_draws_less(tiny, monkeypatch):  # noqa: F811
+    """The grids read the page's cap; writing reads the model's whole context (the shipped model's 256 bytes hold a
+    120-character sentence typed twice, over the 128 the page draws). Before, the prompt was cut to the page's cap."""
+    from explorer.glue.cached import real_models
+
+    model, tokenizer = tiny
+    monkeypatch.setitem(real_models.PAGE_TOKEN_CAP, "own", 24)
+    long_copy = f"{CORPUS_SENTENCE} {CORPUS_SENTENCE[:12]}"
+    ids = tokenizer.encode(long_copy)
+    assert 24 < len(ids) <= model.cfg["context_length"] - 10
+    at = open_page(PAGE, {"text": long_copy})
+    at.number_input(key="w_rh_write").set_value(10)
+    at.button(key="w_rh_continue").click().run()
+    check_page(at, [long_copy], "a sentence longer than the page draws, written")
+    notices = [alert.value for alert in [*at.warning, *at.info]]
+    said = (
+        f"The sentence is {len(ids)} tokens long; this page reads the first 24; the model writes after all {len(ids)}."
+    )
+    assert said in notices, notices
+    out = generation.generate(model, torch.tensor([ids]), 10, model.cfg["context_length"])
+    written = out[0, len(ids) :].tolist()
+    assert glyphs(charts(at)["written_all"]) == [
+        label[:3] if len(label) <= 3 else label[:2] + "…" for label in tokenizer.labels(written)
+    ]
 
 
 def test_without_knockouts_one_continuation_and_the_way_to_compare(tiny):  # noqa: F811

@@ -38,6 +38,11 @@ def _ids(name: str, text: str) -> list[int]:
     return real_models.token_ids(name, text)[: real_models.page_cap(name)]
 
 
+def _prompt_ids(name: str, text: str) -> list[int]:
+    """The sentence as the model writes after it (``real_models.writing_cap``, more than the page draws)."""
+    return real_models.token_ids(name, text)[: real_models.writing_cap(name)]
+
+
 def repeat_rows(name: str, text: str) -> tuple[int, ...]:
     """The sentence's positions whose last few tokens appeared earlier (what induction can predict from)."""
     return model_heads.repeat_rows(_ids(name, text))
@@ -93,7 +98,7 @@ class Writing:
 @caches.byte_cached(max_bytes=2**20, max_entries=64, ttl_s=1800, spinner="Writing…")
 def _continuation(name: str, text: str, how: tuple, heads: tuple[tuple[int, int], ...], mode: str) -> Writing:
     model, tokenizer = real_models.model_and_tokenizer(name)
-    ids, (new_tokens, temperature, top_k, seed) = _ids(name, text), how
+    ids, (new_tokens, temperature, top_k, seed) = _prompt_ids(name, text), how
     keywords = {"temperature": temperature, "top_k": top_k or None, "seed": seed}
     runs = [model_heads.continue_text(model, tokenizer, ids, new_tokens, **keywords)]
     if heads:
@@ -116,7 +121,7 @@ def continuation(name: str, text: str, how: tuple[int, float, int, int], heads=(
     hit, written = _continuation.peek(*key)
     if hit:
         return written
-    need = run_bytes(name, len(_ids(name, text)) + how[0], 0)
+    need = run_bytes(name, len(_prompt_ids(name, text)) + how[0], 0)
     with _heavy(name, f"writing {how[0]} tokens", need):
         return _continuation(*key)
 
@@ -138,7 +143,7 @@ def fit_temperature(temperature: float) -> tuple[float, str | None]:
 def copy_prompt(name: str, text: str) -> str:
     """The sentence cut to its copy's start and first tokens (``attribution.COPY_GIVEN``) when it repeats, else the
     sentence, a space and its first tokens: a copy for the model to finish."""
-    ids, tokenizer = _ids(name, text), real_models.model_and_tokenizer(name)[1]
+    ids, tokenizer = _prompt_ids(name, text), real_models.model_and_tokenizer(name)[1]
     start = attribution.copy_start(ids)
     if start is not None:
         return tokenizer.decode(ids[: start + attribution.COPY_GIVEN])
