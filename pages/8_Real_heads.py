@@ -192,7 +192,7 @@ def choose_text(name: str | None) -> str:
     )
     if count > cap:  # said once, here: the settings' own notice of the cut (for the Explorer) goes
         state.notices = [m for m in state.get("notices", []) if not m.startswith("The sentence is ")]
-        writes = real_models.writing_cap(name)
+        writes = real_circuits.writing_cap(name)
         after = (
             ""
             if writes <= cap

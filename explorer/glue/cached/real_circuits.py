@@ -38,9 +38,16 @@ def _ids(name: str, text: str) -> list[int]:
     return real_models.token_ids(name, text)[: real_models.page_cap(name)]
 
 
+def writing_cap(name: str) -> int:
+    """Tokens of the sentence the model writes after: all the shipped model reads (a sentence of 120 characters typed
+    twice fits; writing draws no grid), the page's cap for GPT-2 (its forward over 1,024 tokens is hundreds of MB)."""
+    own = name == "own"
+    return real_models.model_and_tokenizer(name)[0].cfg["context_length"] if own else real_models.page_cap(name)
+
+
 def _prompt_ids(name: str, text: str) -> list[int]:
-    """The sentence as the model writes after it (``real_models.writing_cap``, more than the page draws)."""
-    return real_models.token_ids(name, text)[: real_models.writing_cap(name)]
+    """The sentence as the model writes after it (``writing_cap``: more than the page draws)."""
+    return real_models.token_ids(name, text)[: writing_cap(name)]
 
 
 def repeat_rows(name: str, text: str) -> tuple[int, ...]:

@@ -277,12 +277,6 @@ def token_cap(name: str) -> int:
     return min(TOKEN_CAP[name], model_and_tokenizer(name)[0].cfg["context_length"])
 
 
-def writing_cap(name: str) -> int:
-    """Tokens of the sentence the model writes after: all the shipped model reads (a sentence of 120 characters typed
-    twice fits; writing draws no grid), the page's cap for GPT-2 (its forward over 1,024 tokens is hundreds of MB)."""
-    return model_and_tokenizer(name)[0].cfg["context_length"] if name == "own" else page_cap(name)
-
-
 def page_cap(name: str) -> int:
     """Tokens of the sentence the Real heads page reads: PAGE_TOKEN_CAP, or fewer where the model reads fewer."""
     return min(PAGE_TOKEN_CAP[name], model_and_tokenizer(name)[0].cfg["context_length"])
