@@ -60,7 +60,10 @@ def text_figure(labels, status, *, title: str, presenter: bool, per_line: int, o
         bars["hovertemplate"] = f"head {h} → %{{x}}: weight %{{customdata}}<extra></extra>"
         data.append(bars)
     shown = [escape_label(shorten(label, 3)) for label in labels]
-    data.append(_glyphs(cols, [t + 0.5 for t in tops], shown, hover or shown, font_size(presenter, 1.1)))
+    glyphs = _glyphs(cols, [t + 0.5 for t in tops], shown, hover or shown, font_size(presenter, 1.1))
+    if chosen:  # a reading's text: each token's index, for a click on it (writing_sections.show_characters)
+        glyphs["customdata"] = list(range(n))
+    data.append(glyphs)
     misses = [k for k in range(n) if status[k] == "miss"]
     if misses:
         marks = _glyphs([cols[k] + 0.33 for k in misses], [tops[k] + 0.2 for k in misses], [MISS_MARK] * len(misses),
@@ -188,7 +191,7 @@ def position_view(reading: CharacterReading, pos: int, layer: int, *, own: bool,
         "Where each head looks",
         f"`attn_weights[{layer}, :, {pos}, :]` · shape (h, T) = ({overlay.shape[0]}, {n}) · under each token one strip "
         f"per head of layer {layer}, as opaque as the weight the position in the solid box puts on it; the dashed box "
-        "is the token it should predict. Click a head in the legend to hide it."
+        "is the token it should predict. Click a token to read from it; click a head in the legend to hide it."
         + (
             f" Given the first {reading.given} tokens (grey), the model wrote the other {n - reading.given} on its "
             "own, greedy, each tinted by whether it is the text's (orange with ✗: not)."

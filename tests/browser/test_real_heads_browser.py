@@ -61,3 +61,25 @@ def test_the_arrow_keys_step_the_position_read_character_by_character(page, app_
         timeout=60_000,
     )
     screenshot(page, "page_real_heads_character")
+
+
+def test_clicking_a_token_on_the_text_reads_from_it(page, app_url):
+    """Issue 46, item 3: a click on a character of the sentence drawn as text chooses the position (URL and figure)."""
+    page.goto(f"{app_url}/Real_heads?model=own&pos=20&text=The%20cat%20sat%20on%20the%20mat.%20The%20cat%20sat")
+    wait_for_app(page, timeout=120_000)
+    text = page.locator(".st-key-chart_position_text")
+    text.locator(".gtitle").wait_for(timeout=60_000)
+    glyphs = text.locator(".scatterlayer .textpoint text")
+    assert glyphs.count() == 35, glyphs.count()  # every byte of "The cat sat on the mat. The cat sat", in order
+    glyph = glyphs.nth(5)  # the "a" of the first "cat"
+    glyph.evaluate("e => e.scrollIntoView({block: 'center'})")
+    box = glyph.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)  # plotly's drag layer takes the pointer, and finds the point under it
+    page.mouse.click(x, y)
+    page.wait_for_function("() => new URLSearchParams(location.search).get('pos') === '5'", timeout=60_000)
+    wait_for_app(page, timeout=120_000)
+    assert_no_exception(page)
+    assert "from token 5" in text.locator(".gtitle").text_content()
+    slider = page.locator("[data-testid='stSlider']").filter(has_text="token to read from")
+    assert "5 “a”" in slider.inner_text(), slider.inner_text()

@@ -29,12 +29,14 @@ server_setup.configure_process()  # once per process, before any session compute
 idle.start_watcher()  # caches cleared after a minute without a visitor
 
 
-def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
+def show_figure(panel, *, bare: bool = False, stage: bool = False, clickable: bool = False) -> int | None:
     """A panel: its heading, the figure (PNG download named after it), and its caption.
 
     ``bare``: the figure only (the teaching pages' presenter mode). ``stage``: the figure fills the height left on a
     projector's first screen (presenter mode's main figure; see sidebar.PRESENTER_CSS), whatever its own height.
+    ``clickable``: returns the clicked point's integer customdata in the run a click starts (``chart.draw``).
     """
+    clicked = None
     if not bare:
         st.markdown(f"**{panel.title}**")
     if stage:
@@ -53,9 +55,10 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False) -> None:
             plot(st, figure, key=f"chart_{panel.key}", height="stretch", label=described, table=False, described=True)
         show_as_table(st, panel.figure, panel.title)  # under the stage: the stage's height is the figure's
     else:
-        plot(st, panel.figure, key=f"chart_{panel.key}", label=panel.title)
+        clicked = plot(st, panel.figure, key=f"chart_{panel.key}", label=panel.title, clickable=clickable)
     if not bare:
         st.caption(panel.caption)
+    return clicked
 
 
 # A page with a stage (presenter mode's main figure) gives the figure the screen's width: Streamlit's side padding of
@@ -110,7 +113,8 @@ def plot(
     label: str = "",
     table: bool = True,
     described: bool = False,
-) -> None:
+    clickable: bool = False,
+) -> int | None:
     """One figure in ``container`` (st, a column), full width, downloadable as PNG, named for a screen reader by
     ``label`` (else its own title) and the view's description of it (figures.describe), and with a "Show as table"
     of its numbers under it (``table=False`` for an st.empty slot, which holds one element). ``described``: the
@@ -129,9 +133,11 @@ def plot(
     # (out_proj.weight's bar 600 px from its heatmap); drawn at its own width in a narrower place, it broke.
     if figure.layout.width and height == "content":
         container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
-    chart.draw(container, figure, config=figures.png_config_for(figure), key=key, height=height, label=name)
+    config = figures.png_config_for(figure)
+    clicked = chart.draw(container, figure, config=config, key=key, height=height, label=name, clickable=clickable)
     if table:
         show_as_table(place, original, label)
+    return clicked
 
 
 def show_as_table(container, figure, title: str = "") -> None:

@@ -138,7 +138,7 @@ function followPlace(plot) {
 }
 
 export default function (component) {
-  const { data, parentElement } = component;
+  const { data, parentElement, setTriggerValue } = component;
   let plot = parentElement.querySelector(":scope > div.mha-chart");
   if (!plot) {
     plot = document.createElement("div");
@@ -152,7 +152,8 @@ export default function (component) {
     parentElement.appendChild(plot);
   }
   followPlace(plot);
-  const { figure, config, stretch, label } = JSON.parse(new TextDecoder().decode(data));
+  const { figure, config, stretch, label, clickable } = JSON.parse(new TextDecoder().decode(data));
+  plot.mhaClicked = clickable ? (index) => setTriggerValue("clicked", index) : null; // this run's sender
   plot.setAttribute("aria-label", label || "chart");
   // The figure's width and, on a stage, its height are its place's (Streamlit's width="stretch"): a figure that
   // sets its own width is drawn in a place of that width (boundary.plot).
@@ -166,7 +167,17 @@ export default function (component) {
     plot,
     plotlyLoaded().then((Plotly) => Plotly.react(plot, figure.data, layout, { ...config, responsive: true })),
   )
-    .then(() => parentElement.querySelector(":scope > .mha-chart-error")?.remove())
+    .then(() => {
+      parentElement.querySelector(":scope > .mha-chart-error")?.remove();
+      if (!plot.mhaListens) {
+        // A click on a point whose customdata is an integer (a token's index) goes back to the page, once listened.
+        plot.mhaListens = true;
+        plot.on("plotly_click", (event) => {
+          const point = event.points.find((p) => Number.isInteger(p.customdata));
+          if (point && plot.mhaClicked) plot.mhaClicked(point.customdata);
+        });
+      }
+    })
     .catch((error) => {
       let note = parentElement.querySelector(":scope > .mha-chart-error");
       if (!note) {

@@ -118,13 +118,15 @@ def serve_doc(name: str, static: Path = APP_STATIC) -> Path:
     return target
 
 
-def figure_bytes(figure, config: dict, *, stretch: bool, label: str = "") -> bytes:
+def figure_bytes(figure, config: dict, *, stretch: bool, label: str = "", clickable: bool = False) -> bytes:
     """What the element draws: the figure's JSON (numpy arrays as base64), its plotly config, whether it fills
-    its container's height, and its name for a screen reader (``label``; else the figure's title). The figure's JSON
-    is written once, never parsed back."""
+    its container's height, its name for a screen reader (``label``; else the figure's title), and whether a click
+    on a point with an integer ``customdata`` is sent back. The figure's JSON is written once, never parsed back."""
     spec = figure_json(figure)
     label = plain_text(label or figure.layout.title.text or "")
-    rest = json.dumps({"config": config, "stretch": stretch, "label": label}, separators=(",", ":"))
+    rest = json.dumps(
+        {"config": config, "stretch": stretch, "label": label, "clickable": clickable}, separators=(",", ":")
+    )
     return f'{{"figure":{spec},{rest[1:]}'.encode()
 
 
@@ -169,10 +171,26 @@ def key_of(proto) -> str:
 
 
 def draw(
-    container, figure, *, config: dict, key: str, width: int | str = "stretch", height="content", label: str = ""
-) -> None:
+    container,
+    figure,
+    *,
+    config: dict,
+    key: str,
+    width: int | str = "stretch",
+    height="content",
+    label: str = "",
+    clickable: bool = False,
+) -> int | None:
     """Draw ``figure`` in ``container`` as the element ``key`` (the same key updates the same drawn chart), named
-    ``label`` for a screen reader."""
-    data = figure_bytes(figure, config, stretch=height == "stretch", label=label)
+    ``label`` for a screen reader. ``clickable``: the integer ``customdata`` of the point clicked, in the run the
+    click starts (else None)."""
+    data = figure_bytes(figure, config, stretch=height == "stretch", label=label, clickable=clickable)
+    clicks = {"on_clicked_change": _no_callback} if clickable else {}  # a trigger is sent back only with a callback
     with contextlib.nullcontext() if container is st else container:  # a component draws where `with` points
-        _chart(data=data, key=key, width=width, height=height)
+        drawn = _chart(data=data, key=key, width=width, height=height, **clicks)
+    clicked = drawn.get("clicked") if clickable and drawn is not None else None
+    return clicked if isinstance(clicked, int) and not isinstance(clicked, bool) else None
+
+
+def _no_callback() -> None:
+    """The clicked point is read from ``draw``'s result, in the run the click starts."""

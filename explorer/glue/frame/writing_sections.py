@@ -19,10 +19,11 @@ from mha_core.gpt import attribution
 READINGS = {"given": "the true text given", "own": "writing on its own"}
 
 
-def figure(panel, presenter: bool) -> None:
-    boundary.show_figure(panel, bare=True)
+def figure(panel, presenter: bool, clickable: bool = False) -> int | None:
+    clicked = boundary.show_figure(panel, bare=True, clickable=clickable)
     if not presenter:
         st.caption(panel.caption)
+    return clicked
 
 
 def _start_copy(name: str) -> None:
@@ -126,6 +127,8 @@ def show_characters(name: str, text: str, heads, mode: str, strongest: int, pres
         return {}
     layers, state = real_models.facts(name).n_layers, st.session_state
     state.setdefault("w_rh_pos", default_position(ids))
+    if "_rh_clicked_pos" in state:  # a token clicked on the text in the last run (before the slider is drawn)
+        state.w_rh_pos = state.pop("_rh_clicked_pos")
     state.w_rh_pos = min(int(state.w_rh_pos), len(ids) - 2)  # a shorter sentence typed since: its last position
     state.setdefault("w_rh_char_layer", min(strongest, layers - 1))
     left, right = st.columns([3, 1])
@@ -142,7 +145,10 @@ def show_characters(name: str, text: str, heads, mode: str, strongest: int, pres
     view = real_circuits.position_view(
         name, text, tuple(sorted(heads)), mode, own == "own", int(pos), int(layer), presenter
     )
-    figure(view.text, presenter)
+    clicked = figure(view.text, presenter, clickable=True)
+    if clicked is not None and 0 <= clicked <= len(ids) - 2 and clicked != int(pos):  # read from the token clicked
+        state["_rh_clicked_pos"] = clicked
+        st.rerun()
     st.markdown(view.sentence)
     left, right = st.columns([2, 3])
     with left:
