@@ -193,14 +193,10 @@ def choose_text(name: str | None) -> str:
     if count > cap:  # said once, here: the settings' own notice of the cut (for the Explorer) goes
         state.notices = [m for m in state.get("notices", []) if not m.startswith("The sentence is ")]
         writes = real_circuits.writing_cap(name)
-        after = (
-            ""
-            if writes <= cap
-            else f"; the model writes after all {count}"
-            if count <= writes
-            else (f"; the model writes after its first {writes}")
+        after = f"; the model writes after {'all' if count <= writes else 'its first'} {min(count, writes)}"
+        url.notice(
+            f"The sentence is {count} tokens long; this page reads the first {cap}{after if writes > cap else ''}."
         )
-        url.notice(f"The sentence is {count} tokens long; this page reads the first {cap}{after}.")
     return text
 
 

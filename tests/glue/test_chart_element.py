@@ -182,3 +182,24 @@ def test_a_chart_is_named_for_a_screen_reader_by_its_panel_title_or_else_its_own
     named = chart.figure_bytes(titled, {}, stretch=False, label="**Raw scores** `Q Kᵀ`, per head")
     assert json.loads(named)["label"] == "Raw scores Q Kᵀ, per head"
     assert json.loads(chart.figure_bytes(go.Figure(), {}, stretch=False))["label"] == ""
+
+
+@pytest.mark.parametrize("sent", [7, 0, True, False, 2.5, "7", None, [7], {"x": 7}])
+def test_a_click_passes_on_only_a_points_index(monkeypatch, sent):
+    """A browser can send any value as the chart's "clicked" trigger: only an int (not a bool) reaches the page."""
+    from explorer.glue.frame import chart
+
+    monkeypatch.setattr(chart.st, "session_state", {"chart_text": {"clicked": sent}})
+    got = []
+    chart._clicked("chart_text", got.append)
+    assert got == ([sent] if type(sent) is int else [])
+
+
+@pytest.mark.parametrize("token, moved", [(0, True), (33, True), (34, False), (-1, False), (10**12, False)])
+def test_a_clicked_token_is_read_from_only_when_it_is_a_position(monkeypatch, token, moved):
+    from explorer.glue.frame import writing_sections
+
+    state = type("State", (dict,), {"__setattr__": dict.__setitem__})(w_rh_pos=20)
+    monkeypatch.setattr(writing_sections.st, "session_state", state)
+    writing_sections._read_from(token, last=33)
+    assert state["w_rh_pos"] == (token if moved else 20)

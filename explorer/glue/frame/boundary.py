@@ -29,14 +29,13 @@ server_setup.configure_process()  # once per process, before any session compute
 idle.start_watcher()  # caches cleared after a minute without a visitor
 
 
-def show_figure(panel, *, bare: bool = False, stage: bool = False, clickable: bool = False) -> int | None:
+def show_figure(panel, *, bare: bool = False, stage: bool = False, on_click=None) -> None:
     """A panel: its heading, the figure (PNG download named after it), and its caption.
 
     ``bare``: the figure only (the teaching pages' presenter mode). ``stage``: the figure fills the height left on a
     projector's first screen (presenter mode's main figure; see sidebar.PRESENTER_CSS), whatever its own height.
-    ``clickable``: returns the clicked point's integer customdata in the run a click starts (``chart.draw``).
+    ``on_click``: called with a clicked point's integer customdata before the run the click starts (``chart.draw``).
     """
-    clicked = None
     if not bare:
         st.markdown(f"**{panel.title}**")
     if stage:
@@ -55,10 +54,9 @@ def show_figure(panel, *, bare: bool = False, stage: bool = False, clickable: bo
             plot(st, figure, key=f"chart_{panel.key}", height="stretch", label=described, table=False, described=True)
         show_as_table(st, panel.figure, panel.title)  # under the stage: the stage's height is the figure's
     else:
-        clicked = plot(st, panel.figure, key=f"chart_{panel.key}", label=panel.title, clickable=clickable)
+        plot(st, panel.figure, key=f"chart_{panel.key}", label=panel.title, on_click=on_click)
     if not bare:
         st.caption(panel.caption)
-    return clicked
 
 
 # A page with a stage (presenter mode's main figure) gives the figure the screen's width: Streamlit's side padding of
@@ -113,8 +111,8 @@ def plot(
     label: str = "",
     table: bool = True,
     described: bool = False,
-    clickable: bool = False,
-) -> int | None:
+    on_click=None,
+) -> None:
     """One figure in ``container`` (st, a column), full width, downloadable as PNG, named for a screen reader by
     ``label`` (else its own title) and the view's description of it (figures.describe), and with a "Show as table"
     of its numbers under it (``table=False`` for an st.empty slot, which holds one element). ``described``: the
@@ -134,10 +132,9 @@ def plot(
     if figure.layout.width and height == "content":
         container = container.container(width=int(figure.layout.width), key=f"fit_{key}")
     config = figures.png_config_for(figure)
-    clicked = chart.draw(container, figure, config=config, key=key, height=height, label=name, clickable=clickable)
+    chart.draw(container, figure, config=config, key=key, height=height, label=name, on_click=on_click)
     if table:
         show_as_table(place, original, label)
-    return clicked
 
 
 def show_as_table(container, figure, title: str = "") -> None:

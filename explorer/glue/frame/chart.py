@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import plotly
@@ -179,18 +180,19 @@ def draw(
     width: int | str = "stretch",
     height="content",
     label: str = "",
-    clickable: bool = False,
-) -> int | None:
+    on_click: Callable[[int], None] | None = None,
+) -> None:
     """Draw ``figure`` in ``container`` as the element ``key`` (the same key updates the same drawn chart), named
-    ``label`` for a screen reader. ``clickable``: the integer ``customdata`` of the point clicked, in the run the
-    click starts (else None)."""
-    data = figure_bytes(figure, config, stretch=height == "stretch", label=label, clickable=clickable)
-    clicks = {"on_clicked_change": _no_callback} if clickable else {}  # a trigger is sent back only with a callback
+    ``label`` for a screen reader. ``on_click``: called, before the run a click starts, with the integer
+    ``customdata`` of the point clicked (a browser can send anything: other values are dropped)."""
+    data = figure_bytes(figure, config, stretch=height == "stretch", label=label, clickable=on_click is not None)
+    clicks = {"on_clicked_change": lambda: _clicked(key, on_click)} if on_click is not None else {}
     with contextlib.nullcontext() if container is st else container:  # a component draws where `with` points
-        drawn = _chart(data=data, key=key, width=width, height=height, **clicks)
-    clicked = drawn.get("clicked") if clickable and drawn is not None else None
-    return clicked if isinstance(clicked, int) and not isinstance(clicked, bool) else None
+        _chart(data=data, key=key, width=width, height=height, **clicks)
 
 
-def _no_callback() -> None:
-    """The clicked point is read from ``draw``'s result, in the run the click starts."""
+def _clicked(key: str, on_click: Callable[[int], None]) -> None:
+    """The chart's "clicked" trigger, passed on when it is a point's index (an int, not a bool)."""
+    value = (st.session_state.get(key) or {}).get("clicked")
+    if isinstance(value, int) and not isinstance(value, bool):
+        on_click(value)

@@ -5,6 +5,7 @@ layout only: the runs are real_circuits', the figures explorer.views.character_v
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import streamlit as st
@@ -19,11 +20,10 @@ from mha_core.gpt import attribution
 READINGS = {"given": "the true text given", "own": "writing on its own"}
 
 
-def figure(panel, presenter: bool, clickable: bool = False) -> int | None:
-    clicked = boundary.show_figure(panel, bare=True, clickable=clickable)
+def figure(panel, presenter: bool, on_click=None) -> None:
+    boundary.show_figure(panel, bare=True, on_click=on_click)
     if not presenter:
         st.caption(panel.caption)
-    return clicked
 
 
 def _start_copy(name: str) -> None:
@@ -100,6 +100,12 @@ def show_writing(name: str, text: str, heads, mode: str, presenter: bool) -> Non
         )
 
 
+def _read_from(token: int, *, last: int) -> None:
+    """A token clicked on the text: the position to read from, when it is one (before the slider is drawn)."""
+    if 0 <= token <= last:
+        st.session_state.w_rh_pos = token
+
+
 def default_position(ids: list[int]) -> int:
     """The first token the model writes on its own after the copy's start, else the last that predicts one."""
     return min(attribution.prompt_length(ids) if attribution.copy_start(ids) is not None else len(ids), len(ids) - 2)
@@ -127,8 +133,6 @@ def show_characters(name: str, text: str, heads, mode: str, strongest: int, pres
         return {}
     layers, state = real_models.facts(name).n_layers, st.session_state
     state.setdefault("w_rh_pos", default_position(ids))
-    if "_rh_clicked_pos" in state:  # a token clicked on the text in the last run (before the slider is drawn)
-        state.w_rh_pos = state.pop("_rh_clicked_pos")
     state.w_rh_pos = min(int(state.w_rh_pos), len(ids) - 2)  # a shorter sentence typed since: its last position
     state.setdefault("w_rh_char_layer", min(strongest, layers - 1))
     left, right = st.columns([3, 1])
@@ -145,10 +149,7 @@ def show_characters(name: str, text: str, heads, mode: str, strongest: int, pres
     view = real_circuits.position_view(
         name, text, tuple(sorted(heads)), mode, own == "own", int(pos), int(layer), presenter
     )
-    clicked = figure(view.text, presenter, clickable=True)
-    if clicked is not None and 0 <= clicked <= len(ids) - 2 and clicked != int(pos):  # read from the token clicked
-        state["_rh_clicked_pos"] = clicked
-        st.rerun()
+    figure(view.text, presenter, on_click=functools.partial(_read_from, last=len(ids) - 2))
     st.markdown(view.sentence)
     left, right = st.columns([2, 3])
     with left:
